@@ -1,0 +1,66 @@
+"""Array-module selection: one code path for NumPy (CPU) and CuPy (GPU).
+
+Engine functions never import numpy directly for array math; they call :func:`xp_of` on their inputs so the
+same code runs on device arrays. Torch interop goes through DLPack.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEVICES = ("cpu", "cuda")
+
+
+def xp_of(*arrays):
+    """The array module (numpy or cupy) that owns ``arrays`` (numpy when none is a CuPy array)."""
+    for a in arrays:
+        mod = type(a).__module__
+        if mod.startswith("cupy"):
+            import cupy
+
+            return cupy
+    return np
+
+
+def get_xp(device: str = "cpu"):
+    """The array module for ``device`` ("cpu" -> numpy, "cuda" -> cupy); clear error when CuPy is missing."""
+    if device == "cpu":
+        return np
+    if device in ("cuda", "gpu"):
+        try:
+            import cupy
+        except ImportError as err:  # pragma: no cover - depends on the machine
+            raise RuntimeError("device='cuda' needs CuPy: pip install 'pbad_gym[gpu]'") from err
+        return cupy
+    raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+
+
+def check_dtype(dtype):
+    """Validate and normalise a floating dtype (float32 or float64)."""
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def to_numpy(a):
+    """Host copy of an array from either module."""
+    if hasattr(a, "get"):
+        return a.get()
+    return np.asarray(a)
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def to_torch(a):
+    """Zero-copy view of a NumPy / CuPy array as a torch tensor (DLPack)."""
+    import torch
+
+    return torch.from_dlpack(a)

@@ -1,0 +1,7 @@
+"""Benchmarks that reproduce the papers' figures. One module per figure, each with
+``add_arguments(parser)`` and ``run(args) -> int``; they write CSV + PNG under ``--out`` and print a table."""
+
+# name -> module, imported lazily so `pbad-bench --help` stays fast
+BENCHMARKS = {
+    "fig2": "pbad_gym.bench.fig2",
+}

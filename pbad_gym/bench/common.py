@@ -1,0 +1,50 @@
+"""Shared benchmark plumbing: output folder, CSV writing, table printing, machine description."""
+from __future__ import annotations
+
+import csv
+import os
+import platform
+import time
+from pathlib import Path
+
+
+def out_dir(path, name) -> Path:
+    """``path``/``name``, created."""
+    d = Path(path) / name
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def write_csv(path, rows, header):
+    """Write ``rows`` (sequence of sequences) under ``header`` to ``path``."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def print_table(rows, header, title=None):
+    """Print rows as an aligned plain-text table."""
+    cells = [[h for h in header]] + [[_fmt(x) for x in r] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    if title:
+        print(f"\n{title}")
+    for k, r in enumerate(cells):
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _fmt(x):
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def machine() -> str:
+    """A short description of this machine for BENCHMARKS.md (no hostnames)."""
+    return f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}"
+
+
+def stamp() -> str:
+    return time.strftime("%Y-%m-%d")

@@ -1,0 +1,7 @@
+"""Articulated body models: links, joints, shapes and builders (plain data the engine consumes)."""
+from .body import Body, Link
+from .builders import chain
+from .joints import JOINT_DIMS, Joint
+from .shapes import Box, Capsule, Sphere
+
+__all__ = ["Body", "Link", "Joint", "JOINT_DIMS", "Capsule", "Sphere", "Box", "chain"]
