@@ -68,6 +68,12 @@ class Link:
         return s_com + self.mass * np.outer(self.com, self.com)
 
 
+def _skew(a):
+    z = np.zeros(len(a))
+    return np.stack([np.stack([z, -a[:, 2], a[:, 1]], -1), np.stack([a[:, 2], z, -a[:, 0]], -1),
+                     np.stack([-a[:, 1], a[:, 0], z], -1)], -2)
+
+
 class Body:
     """A validated tree of links with the index maps the engine needs.
 
@@ -175,6 +181,11 @@ class Body:
         self.second_moment = np.stack([lk.second_moment for lk in self.links])
         self.place_R = np.stack([lk.placement[0] for lk in self.links])
         self.place_t = np.stack([lk.placement[1] for lk in self.links])
+        self.place_T = np.tile(np.eye(4), (self.L, 1, 1))
+        self.place_T[:, :3, :3], self.place_T[:, :3, 3] = self.place_R, self.place_t
+        self.topo_order = [int(i) for i in np.argsort(self.depth, kind="stable")]
+        self.axis1 = np.array([lk.joint.axis if lk.joint.axis is not None else np.zeros(3) for lk in self.links])
+        self.axis2 = np.array([lk.joint.axis2 if lk.joint.axis2 is not None else np.zeros(3) for lk in self.links])
         self._xp_cache = {}
 
     # --- public --------------------------------------------------------------------------------------------
@@ -204,7 +215,12 @@ class Body:
             conv = lambda a: xp.asarray(a, dtype=dtype)  # noqa: E731
             self._xp_cache[key] = {
                 "mass": conv(self.mass), "c": conv(self.first_moment), "S": conv(self.second_moment),
-                "place_R": conv(self.place_R), "place_t": conv(self.place_t), "subtree": conv(self.subtree),
+                "place_R": conv(self.place_R), "place_t": conv(self.place_t), "place_T": conv(self.place_T),
+                "axis1": conv(self.axis1), "axis2": conv(self.axis2),
+                "axis1_outer": conv(self.axis1[:, :, None] * self.axis1[:, None, :]),
+                "axis2_outer": conv(self.axis2[:, :, None] * self.axis2[:, None, :]),
+                "axis1_skew": conv(_skew(self.axis1)), "axis2_skew": conv(_skew(self.axis2)), "has_parent": xp.asarray(self.parent >= 0),
+                "subtree": conv(self.subtree),
                 "hess_weight": conv(self.hess_weight), "vel_carrier": conv(self.vel_carrier),
             }
         return self._xp_cache[key]

@@ -1,0 +1,34 @@
+"""Actuation −τᵀ(q ⊖ q_k): the work of a generalised force held over the step.
+
+Linear coordinates use q − q_k exactly. Quaternion joints use the chart d = 2·vec(q_k⁻¹ q) (sign chosen so the
+real part is ≥ 0), which equals the rotation vector to second order and has closed-form derivatives; τ on those
+DOFs is a torque in the joint's child frame, as the baseline integrators read it.
+"""
+from __future__ import annotations
+
+from ..backend import xp_of
+from ..kinematics import cross, quat_conj, quat_mul
+from .base import JointTerms
+
+
+def actuation_terms(body, q, q_ref, tau, derivatives=True):
+    """Actuation energy for q (B, nq), reference q_ref (B, nq), tau (B, nv) -> JointTerms."""
+    xp = xp_of(q, tau)
+    lin_q, lin_v = body.lin_q, body.lin_v
+    val = -xp.sum(tau[:, lin_v] * (q[:, lin_q] - q_ref[:, lin_q]), -1)
+    if len(body.quat_q):
+        r = quat_mul(quat_conj(q_ref[:, body.quat_q]), q[:, body.quat_q])
+        r = xp.where(r[..., :1] < 0, -r, r)
+        tq = tau[:, body.quat_v]
+        val = val - 2 * xp.sum(tq * r[..., 1:], axis=(-1, -2))
+    if not derivatives:
+        return JointTerms(val)
+    grad = -tau.copy()
+    hess = xp.zeros(q.shape[:1] + (body.nv, body.nv), dtype=q.dtype)
+    if len(body.quat_q):
+        wr, vr = r[..., :1], r[..., 1:]
+        grad[:, body.quat_v] = -(wr * tq - cross(vr, tq))
+        diag = 0.5 * xp.sum(tq * vr, -1)  # ½ τ·vec(r) on each of the joint's 3 diagonal entries
+        qv = body.quat_v
+        hess[:, qv, qv] = diag[..., None]
+    return JointTerms(val, grad, hess)
