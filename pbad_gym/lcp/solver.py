@@ -76,7 +76,7 @@ def solve(A, b, lo=None, hi=None, *, friction: Friction | None = None, method: s
         or when it is None and A is None. The solver then keeps u = M⁻¹Jᵀλ current per row update.
     Returns :class:`LCPResult`.
     """
-    if order == "block":
+    if isinstance(order, str) and order == "block":
         method, order = "block_pgs", "default"
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
