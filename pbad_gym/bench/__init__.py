@@ -4,4 +4,6 @@
 # name -> module, imported lazily so `pbad-bench --help` stays fast
 BENCHMARKS = {
     "fig2": "pbad_gym.bench.fig2",
+    "reorder": "pbad_gym.bench.reorder",
+    "amgs": "pbad_gym.bench.amgs",
 }
