@@ -1,8 +1,9 @@
 """Actuation −τᵀ(q ⊖ q_k): the work of a generalised force held over the step.
 
-Linear coordinates use q − q_k exactly. Quaternion joints use the chart d = 2·vec(q_k⁻¹ q) (sign chosen so the
-real part is ≥ 0), which equals the rotation vector to second order and has closed-form derivatives; τ on those
-DOFs is a torque in the joint's child frame, as the baseline integrators read it.
+Linear coordinates use q − q_k exactly. Quaternion joints use the chart d = 2·vec(q_k⁻¹ q), which equals the
+rotation vector to second order and has closed-form derivatives; τ on those DOFs is a torque in the joint's child
+frame, as the baseline integrators read it. The chart is smooth along the iterates (no hemisphere flip: iterates
+start next to q_k and move continuously), so LM sees a smooth energy.
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ def actuation_terms(body, q, q_ref, tau, derivatives=True):
     val = -xp.sum(tau[:, lin_v] * (q[:, lin_q] - q_ref[:, lin_q]), -1)
     if len(body.quat_q):
         r = quat_mul(quat_conj(q_ref[:, body.quat_q]), q[:, body.quat_q])
-        r = xp.where(r[..., :1] < 0, -r, r)
         tq = tau[:, body.quat_v]
         val = val - 2 * xp.sum(tq * r[..., 1:], axis=(-1, -2))
     if not derivatives:

@@ -80,7 +80,6 @@ def levenberg_marquardt(fun, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6, re
         accept = ok & ((E_try < Ei) | ((E_try <= Ei + band) & tiny))
         iters[idx] += 1
         mu[idx] = xp.where(accept, xp.maximum(mu[idx] / 3.0, 1e-12), xp.minimum(mu[idx] * 10.0, 1e12))
-        conv[idx] = conv[idx] | (accept & tiny)  # nothing left to gain above round-off
         acc = idx[accept]
         if acc.size:
             x[acc], E[acc], g[acc], H[acc], D[acc] = (a[accept] for a in (x_try, E_try, g_try, H_try, D_try))

@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+
+from pbad_gym.kinematics import integrate
+from pbad_gym.model import Body, Joint, Link, Sphere, chain
+
+
+def mixed_body():
+    """A tree with every joint type: free base, a ball, a universal, a slide and two hinges on two branches."""
+    sh = lambda: [Sphere(radius=0.05, pos=(0.05, 0.0, 0.0))]  # noqa: E731
+    off = (np.eye(3), np.array([0.1, 0.0, 0.0]))
+    links = [
+        Link("base", -1, Joint("free"), shapes=sh()),
+        Link("ball", 0, Joint("ball"), placement=off, shapes=sh()),
+        Link("uni", 1, Joint("universal", axis=(0, 0, 1), axis2=(0, 1, 0)), placement=off, shapes=sh()),
+        Link("slide", 0, Joint("slide", axis=(1, 1, 0)), placement=(np.eye(3), np.array([0.0, 0.1, 0.0])),
+             shapes=sh()),
+        Link("hinge", 3, Joint("hinge", axis=(1, 0, 0)), placement=off, shapes=sh()),
+    ]
+    return Body(links, name="mixed")
+
+
+BODIES = {
+    "hinge": lambda: chain(4),
+    "ball": lambda: chain(3, joint="ball"),
+    "free_hinge": lambda: chain(3, floating=True),
+    "free_ball": lambda: chain(3, floating=True, joint="ball"),
+    "universal": lambda: chain(3, joint="universal"),
+    "mixed": mixed_body,
+}
+
+
+@pytest.fixture(params=sorted(BODIES))
+def body(request):
+    return BODIES[request.param]()
+
+
+def random_q(body, B, rng, scale=0.7):
+    return integrate(body, np.tile(body.q0(), (B, 1)), scale * rng.standard_normal((B, body.nv)))
+
+
+def fd_gradient(f, body, q, eps=1e-6):
+    """Central differences of a scalar batch function f(q) -> (B,) along the tangent coordinates."""
+    B = q.shape[0]
+    g = np.zeros((B, body.nv))
+    for j in range(body.nv):
+        e = np.zeros((B, body.nv))
+        e[:, j] = eps
+        g[:, j] = (f(integrate(body, q, e)) - f(integrate(body, q, -e))) / (2 * eps)
+    return g
+
+
+def fd_hessian(f, body, q, eps=1e-4):
+    """Second differences of f at δ = 0 of δ -> f(q ⊕ δ) (symmetric by construction)."""
+    B = q.shape[0]
+    H = np.zeros((B, body.nv, body.nv))
+    for j in range(body.nv):
+        for k in range(j, body.nv):
+            ej, ek = np.zeros((B, body.nv)), np.zeros((B, body.nv))
+            ej[:, j] += eps
+            ek[:, k] += eps
+            val = (f(integrate(body, q, ej + ek)) - f(integrate(body, q, ej - ek))
+                   - f(integrate(body, q, ek - ej)) + f(integrate(body, q, -ej - ek))) / (4 * eps * eps)
+            H[:, j, k] = H[:, k, j] = val
+    return H
+
+
+def rel_err(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))

@@ -1,0 +1,106 @@
+import numpy as np
+import pytest
+from conftest import random_q
+from scipy.optimize import minimize
+
+from pbad_gym.dynamics import crba
+from pbad_gym.integrators.pbad import pbad_step, prepare_step, step_energy
+from pbad_gym.kinematics import difference, integrate
+from pbad_gym.model import chain
+from pbad_gym.optim import levenberg_marquardt
+
+G = np.array([0.0, 0.0, -9.81])
+
+
+def _states(body, B, seed, dt, speed=1.0):
+    rng = np.random.default_rng(seed)
+    q = random_q(body, B, rng)
+    q_prev = integrate(body, q, -dt * speed * rng.standard_normal((B, body.nv)))
+    # torques that cause accelerations of order 1 rad/s² (thin links spin wildly under arbitrary torques)
+    tau = (crba(body, q) @ rng.standard_normal((B, body.nv, 1)))[..., 0]
+    return q_prev, q, tau
+
+
+def test_accepted_energies_never_increase(body):
+    q_prev, q, tau = _states(body, 4, 0, 0.05, speed=3.0)
+    # fast random spins at a large step: a hard, non-convex step that needs many damped iterations
+    _, res = pbad_step(body, q_prev, q, tau, 0.05, G, record_history=True, tol=1e-12)
+    assert res.iterations.max() > 3
+    hist = np.array(res.energy_history)
+    for b in range(4):
+        e = hist[:, b][np.isfinite(hist[:, b])]
+        assert np.all(np.diff(e) <= 64 * np.finfo(float).eps * np.abs(e[:-1]).max())
+
+
+def test_masking_gives_each_trajectory_its_solo_result():
+    body = chain(5)
+    dt = 0.05
+    q_prev, q, tau = _states(body, 6, 1, dt)
+    q_prev[0] = q[0]  # at rest: converges in fewer iterations than the fast ones
+    q_prev[1] = integrate(body, q[1:2], -dt * 8.0 * np.ones((1, body.nv)))[0]  # fast: needs more
+    q_all, res_all = pbad_step(body, q_prev, q, tau, dt, G)
+    assert len(set(res_all.iterations.tolist())) > 1, "the batch should need different iteration counts"
+    for b in range(6):
+        q_one, res_one = pbad_step(body, q_prev[b:b + 1], q[b:b + 1], tau[b:b + 1], dt, G)
+        assert res_one.iterations[0] == res_all.iterations[b]
+        np.testing.assert_allclose(q_one[0], q_all[b], rtol=0, atol=1e-14)
+
+
+def test_step_solution_matches_scipy_reference(body):
+    """The LM minimiser of the step energy equals an independent BFGS minimisation (SciPy)."""
+    dt = 0.02
+    q_prev, q, tau = _states(body, 1, 2, dt)
+    q_next, res = pbad_step(body, q_prev, q, tau, dt, G, tol=1e-12)
+    data = prepare_step(body, q_prev, q, tau, dt, G)
+    x0 = integrate(body, q, difference(body, q_prev, q))
+
+    def fun(d):
+        E, g, _, _ = step_energy(body, integrate(body, x0, d[None]), data, derivatives=True)
+        return E[0], g[0]
+
+    scale = 1.0 / np.sqrt(res.energy[0] ** 2 + 1.0)
+    ref = minimize(lambda d: tuple(v * scale for v in fun(d)), np.zeros(body.nv), jac=True, method="BFGS",
+                   options={"gtol": 1e-12, "maxiter": 5000})
+    q_ref = integrate(body, x0, ref.x[None])
+    assert np.max(np.abs(difference(body, q_ref, q_next))) < 1e-6
+
+
+def test_gauss_newton_and_exact_hessian_reach_the_same_step():
+    body = chain(6)
+    q_prev, q, tau = _states(body, 3, 3, 0.05)
+    a, ra = pbad_step(body, q_prev, q, tau, 0.05, G, hessian="exact", tol=1e-12)
+    b, rb = pbad_step(body, q_prev, q, tau, 0.05, G, hessian="gauss_newton", tol=1e-12, max_iter=200)
+    assert ra.converged.all() and rb.converged.all()
+    np.testing.assert_allclose(a, b, atol=1e-9)
+    assert ra.iterations.max() <= rb.iterations.max()
+
+
+def test_lm_on_a_quadratic_is_one_newton_step():
+    A = np.array([[[3.0, 1.0], [1.0, 2.0]]])
+    c = np.array([[1.0, -1.0]])
+
+    def fun(x, idx, derivatives):
+        E = 0.5 * np.einsum("bi,bij,bj->b", x, A, x) - np.sum(c * x, -1)
+        if not derivatives:
+            return E
+        return E, (A @ x[..., None])[..., 0] - c, A.copy(), np.diagonal(A, axis1=1, axis2=2).copy()
+
+    res = levenberg_marquardt(fun, lambda x, idx, d: x + d, np.zeros((1, 2)), mu0=0.0, tol=1e-12)
+    np.testing.assert_allclose(res.x[0], np.linalg.solve(A[0], c[0]), atol=1e-14)
+    assert res.iterations[0] <= 2 and res.converged[0]
+
+
+def test_lm_reports_non_convergence():
+    body = chain(4)
+    q_prev, q, tau = _states(body, 2, 4, 0.05, speed=5.0)
+    _, res = pbad_step(body, q_prev, q, tau, 0.05, G, max_iter=1, tol=1e-14)
+    assert not res.converged.any() and np.all(res.iterations == 1)
+    assert np.all(res.grad_norm > 1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32])
+def test_float32_step_converges(dtype):
+    body = chain(4)
+    q_prev, q, tau = (a.astype(dtype) for a in _states(body, 3, 5, 0.01))
+    q_next, res = pbad_step(body, q_prev, q, tau, 0.01, G.astype(dtype), tol=1e-4)
+    assert q_next.dtype == dtype and res.converged.all()
