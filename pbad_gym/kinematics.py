@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from .backend import xp_of
 
 
 # --- small batched vector algebra (hand-written: np.cross / einsum are slow on tiny trailing axes) ----------
-_P1, _P2 = [1, 2, 0], [2, 0, 1]
+_P1, _P2 = np.array([1, 2, 0]), np.array([2, 0, 1])
 
 
 def cross(a, b):
     """Cross product over the last axis (…, 3) (cyclic-permutation form: fewest array calls)."""
-    return a[..., _P1] * b[..., _P2] - a[..., _P2] * b[..., _P1]
+    xp = xp_of(a, b)
+    p1, p2 = (_P1, _P2) if xp is np else (xp.asarray(_P1), xp.asarray(_P2))
+    return xp.take(a, p1, -1) * xp.take(b, p2, -1) - xp.take(a, p2, -1) * xp.take(b, p1, -1)
 
 
 def skew(w):
@@ -159,17 +163,18 @@ class Kinematics(NamedTuple):
 def _joint_local(body, q, xp, consts):
     """Per-link joint motion as 4x4 transforms (B, L, 4, 4), and the universal joints' first rotations."""
     B = q.shape[0]
-    R = xp.broadcast_to(xp.eye(3, dtype=q.dtype), (B, body.L, 3, 3)).copy()
+    R = xp.empty((B, body.L, 3, 3), dtype=q.dtype)
+    R[:] = consts["eye3"]
     t = xp.zeros((B, body.L, 3), dtype=q.dtype)
     extra = {}
     for jtype, links in body.joint_groups.items():
         qs = body.q_start[links]
         if jtype in ("hinge", "universal"):
-            R[:, links] = _hinge_rot(consts["axis1_outer"][links], consts["axis1_skew"][links], q[:, qs], xp)
+            R[:, links] = _hinge_rot(consts["axis1_outer"][links], consts["axis1_skew"][links], q[:, qs], consts)
             if jtype == "universal":
                 extra["universal_R1"] = R[:, links]
                 R[:, links] = R[:, links] @ _hinge_rot(consts["axis2_outer"][links], consts["axis2_skew"][links],
-                                                       q[:, qs + 1], xp)
+                                                       q[:, qs + 1], consts)
         elif jtype == "slide":
             t[:, links] = consts["axis1"][links] * q[:, qs, None]
         elif jtype == "ball":
@@ -182,10 +187,11 @@ def _joint_local(body, q, xp, consts):
     return T, extra
 
 
-def _hinge_rot(outer, skew_axis, angle, xp):
+def _hinge_rot(outer, skew_axis, angle, consts):
     """Rodrigues for constant axes (given as aaᵀ and [a]×, (n, 3, 3)) and angles (B, n): c(1 − aaᵀ) + s[a]× + aaᵀ."""
+    xp = xp_of(angle)
     c, s = xp.cos(angle)[..., None, None], xp.sin(angle)[..., None, None]
-    return c * (xp.eye(3, dtype=angle.dtype) - outer) + s * skew_axis + outer
+    return c * (consts["eye3"] - outer) + s * skew_axis + outer
 
 
 def forward_kinematics(body, q):
@@ -195,13 +201,13 @@ def forward_kinematics(body, q):
     Tj, extra = _joint_local(body, q, xp, consts)
     Tplace = consts["place_T"]
     Tloc = Tplace @ Tj
-    # one small matmul per link in topological order (views, no fancy indexing: this loop dominates at B = 1)
-    T = [None] * body.L
-    for i in body.topo_order:
-        p = body.parent[i]
-        T[i] = Tloc[:, i] if p < 0 else T[p] @ Tloc[:, i]
-    T = xp.stack(T, axis=1)
-    Tpar = xp.where(consts["has_parent"][:, None, None], T[:, body.parent], xp.eye(4, dtype=q.dtype))
+    # pointer jumping: each round composes every link with its current ancestor and doubles the reach, so a
+    # depth-d tree costs ceil(log2 d) batched matmuls instead of one small matmul per link
+    T = Tloc
+    for act, anc in body.jump_rounds:
+        T = T.copy()
+        T[:, act] = T[:, anc] @ T[:, act]
+    Tpar = xp.where(consts["has_parent"][:, None, None], T[:, body.parent], consts["eye4"])
     TJ = Tpar @ Tplace
     R, t, RJ, oJ = T[..., :3, :3], T[..., :3, 3], TJ[..., :3, :3], TJ[..., :3, 3]
     w, v = _motion_axes(body, q, R, t, RJ, oJ, extra, xp, consts)
@@ -257,6 +263,7 @@ def pose_gradient_wrench(kin, G, f):
     xp = xp_of(G, f)
     X = kin.R @ xp.swapaxes(G, -1, -2)
     tau = xp.stack([X[..., 1, 2] - X[..., 2, 1], X[..., 2, 0] - X[..., 0, 2], X[..., 0, 1] - X[..., 1, 0]], -1)
+    f = xp.broadcast_to(f, kin.t.shape)
     return xp.concatenate([tau + cross(kin.t, f), f], -1), X
 
 
@@ -316,7 +323,7 @@ class Moments(NamedTuple):
     They define the spatial quadratic form K(ω, v) = ∫ρ‖ω×P + v‖² (twice the kinetic energy) without 6x6 matrices.
     """
 
-    m: object
+    m: object  # (L,) constants or (B, L)
     c: object
     S: object
 
@@ -329,14 +336,11 @@ class Moments(NamedTuple):
     def subtree_sum(self, sub):
         """Composite moments of every subtree (sub: (L, L) subtree matrix)."""
         B, L = self.c.shape[:2]
-        xp = xp_of(self.c)
-        m = xp.broadcast_to(self.m, (B, L))
-        return Moments(m @ sub.T, sub @ self.c, (sub @ self.S.reshape(B, L, 9)).reshape(B, L, 3, 3))
+        return Moments(self.m @ sub.T, sub @ self.c, (sub @ self.S.reshape(B, L, 9)).reshape(B, L, 3, 3))
 
     def take(self, idx):
-        """Moments of the links ``idx`` (along axis 1)."""
-        xp = xp_of(self.c)
-        return Moments(xp.broadcast_to(self.m, self.c.shape[:2])[:, idx], self.c[:, idx], self.S[:, idx])
+        """Moments of the links ``idx`` (along axis 1; m may be per-link constants (L,) or batched (B, L))."""
+        return Moments(self.m[..., idx], self.c[:, idx], self.S[:, idx])
 
     def apply(self, s):
         """K s for motions s (B, n, 6) with these moments (B, n): (tr(S)ω − Sω + c×v, ω×c + m v)."""

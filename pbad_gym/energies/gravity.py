@@ -15,6 +15,7 @@ def gravity_terms(body, kin, gravity, derivatives=True):
     val = -xp.sum(cw @ g, -1)
     if not derivatives:
         return LinkTerms(val)
-    G = xp.broadcast_to(-g[:, None] * c["c"][:, None, :], kin.R.shape)
-    f = xp.broadcast_to(-c["mass"][:, None] * g, kin.t.shape)
+    # constant over the batch: a leading axis of 1 broadcasts against batched terms
+    G = (-g[:, None] * c["c"][:, None, :])[None]
+    f = (-c["mass"][:, None] * g)[None]
     return LinkTerms(val, G, f, None)

@@ -183,10 +183,19 @@ class Body:
         self.place_t = np.stack([lk.placement[1] for lk in self.links])
         self.place_T = np.tile(np.eye(4), (self.L, 1, 1))
         self.place_T[:, :3, :3], self.place_T[:, :3, 3] = self.place_R, self.place_t
-        self.topo_order = [int(i) for i in np.argsort(self.depth, kind="stable")]
+        self.jump_rounds = self._jump_rounds()
         self.axis1 = np.array([lk.joint.axis if lk.joint.axis is not None else np.zeros(3) for lk in self.links])
         self.axis2 = np.array([lk.joint.axis2 if lk.joint.axis2 is not None else np.zeros(3) for lk in self.links])
         self._xp_cache = {}
+
+    def _jump_rounds(self):
+        """Index pairs (links, their current ancestor) of each pointer-jumping round of forward kinematics."""
+        rounds, anc = [], self.parent.copy()
+        while np.any(anc >= 0):
+            act = np.nonzero(anc >= 0)[0]
+            rounds.append((act, anc[act].copy()))
+            anc = np.where(anc >= 0, anc[np.maximum(anc, 0)], -1)
+        return rounds
 
     # --- public --------------------------------------------------------------------------------------------
     def q0(self) -> np.ndarray:
@@ -216,6 +225,7 @@ class Body:
             self._xp_cache[key] = {
                 "mass": conv(self.mass), "c": conv(self.first_moment), "S": conv(self.second_moment),
                 "place_R": conv(self.place_R), "place_t": conv(self.place_t), "place_T": conv(self.place_T),
+                "eye3": conv(np.eye(3)), "eye4": conv(np.eye(4)),
                 "axis1": conv(self.axis1), "axis2": conv(self.axis2),
                 "axis1_outer": conv(self.axis1[:, :, None] * self.axis1[:, None, :]),
                 "axis2_outer": conv(self.axis2[:, :, None] * self.axis2[:, None, :]),

@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+
+from pbad_gym.kinematics import integrate
+from pbad_gym.model import chain
+from pbad_gym.simulator import Simulator
+
+
+def test_defaults_and_shapes():
+    sim = Simulator(chain(4), dt=0.01, num_envs=3)
+    assert sim.q.shape == (3, 4) and sim.qd.shape == (3, 4) and sim.time == 0.0
+    info = sim.step()
+    assert set(info) == {"iterations", "grad_norm", "converged"} and info["converged"].shape == (3,)
+    assert sim.time == pytest.approx(0.01)
+    assert np.all(sim.q[:, 0] < 0) or np.all(sim.q[:, 0] > 0)  # the chain starts to fall
+
+
+@pytest.mark.parametrize("integrator", ["pbad", "euler", "semi_implicit_euler", "rk4"])
+def test_reset_sets_the_velocity(integrator):
+    b = chain(3, floating=True)
+    sim = Simulator(b, dt=0.01, integrator=integrator, num_envs=2, gravity=(0, 0, 0))
+    qd = np.random.default_rng(0).standard_normal((2, b.nv)) * 0.1
+    sim.reset(qd=qd)
+    np.testing.assert_allclose(sim.qd, qd, atol=1e-12)
+
+
+def test_batch_rows_are_independent():
+    b = chain(4)
+    rng = np.random.default_rng(1)
+    q = integrate(b, np.zeros((3, 4)), rng.standard_normal((3, 4)))
+    tau = rng.standard_normal((3, 4)) * 1e-3
+    sim = Simulator(b, dt=0.02, num_envs=3).reset(q=q)
+    for _ in range(10):
+        sim.step(tau)
+    one = Simulator(b, dt=0.02, num_envs=1).reset(q=q[1:2])
+    for _ in range(10):
+        one.step(tau[1:2])
+    np.testing.assert_allclose(one.q[0], sim.q[1], atol=1e-13)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dt=0.0), "dt"),
+    (dict(dt=0.01, integrator="verlet"), "integrator"),
+    (dict(dt=0.01, optimizer="newton"), "optimizer"),
+    (dict(dt=0.01, num_envs=0), "num_envs"),
+    (dict(dt=0.01, dtype=np.int32), "dtype"),
+    (dict(dt=0.01, device="tpu"), "device"),
+    (dict(dt=0.01, hessian="bfgs"), "hessian"),
+])
+def test_bad_options_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Simulator(chain(2), **kwargs)
+
+
+def test_bad_state_and_torque_raise():
+    sim = Simulator(chain(2), dt=0.01, num_envs=2)
+    with pytest.raises(ValueError, match="q must have shape"):
+        sim.reset(q=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        sim.reset(qd=np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match="tau must have shape"):
+        sim.step(np.zeros(3))
+    with pytest.raises(ValueError, match="NaN"):
+        sim.step(np.array([np.inf, 0.0]))
+
+
+def test_float32_simulation():
+    sim = Simulator(chain(5), dt=0.01, num_envs=4, dtype=np.float32)
+    for _ in range(20):
+        info = sim.step()
+    assert sim.q.dtype == np.float32 and np.all(np.isfinite(sim.q)) and info["converged"].all()
