@@ -201,17 +201,36 @@ def forward_kinematics(body, q):
     Tj, extra = _joint_local(body, q, xp, consts)
     Tplace = consts["place_T"]
     Tloc = Tplace @ Tj
-    # pointer jumping: each round composes every link with its current ancestor and doubles the reach, so a
-    # depth-d tree costs ceil(log2 d) batched matmuls instead of one small matmul per link
-    T = Tloc
-    for act, anc in body.jump_rounds:
-        T = T.copy()
-        T[:, act] = T[:, anc] @ T[:, act]
+    T = _compose_tree(body, Tloc, xp)
     Tpar = xp.where(consts["has_parent"][:, None, None], T[:, body.parent], consts["eye4"])
     TJ = Tpar @ Tplace
     R, t, RJ, oJ = T[..., :3, :3], T[..., :3, 3], TJ[..., :3, :3], TJ[..., :3, 3]
     w, v = _motion_axes(body, q, R, t, RJ, oJ, extra, xp, consts)
     return Kinematics(R, t, w, v, RJ, oJ)
+
+
+def _compose_tree(body, Tloc, xp):
+    """World transforms (B, L, 4, 4) from parent-relative ones.
+
+    One pass down the tree, level by level, does the least arithmetic. Deep trees (long chains) would pay one call
+    per level, so they use pointer jumping instead: every link is composed with its current ancestor and the
+    reach doubles each round (ceil(log2 depth) batched calls). The choice depends on the body only, never on the
+    batch size, so a trajectory gets the same bits whether it is simulated alone or in a batch.
+    """
+    if body.depth.max() >= 24:
+        T = Tloc
+        for act, anc in body.jump_rounds:
+            T = T.copy()
+            T[:, act] = T[:, anc] @ T[:, act]
+        return T
+    T = Tloc.copy()
+    for links in body.levels[1:]:
+        if len(links) == 1:
+            i = int(links[0])
+            T[:, i] = T[:, body.parent[i]] @ Tloc[:, i]
+        else:
+            T[:, links] = T[:, body.parent[links]] @ Tloc[:, links]
+    return T
 
 
 def _motion_axes(body, q, R, t, RJ, oJ, extra, xp, consts):
