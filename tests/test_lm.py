@@ -79,13 +79,14 @@ def test_lm_on_a_quadratic_is_one_newton_step():
     A = np.array([[[3.0, 1.0], [1.0, 2.0]]])
     c = np.array([[1.0, -1.0]])
 
-    def fun(x, idx, derivatives):
+    def value_grad(x, idx):
         E = 0.5 * np.einsum("bi,bij,bj->b", x, A, x) - np.sum(c * x, -1)
-        if not derivatives:
-            return E
-        return E, (A @ x[..., None])[..., 0] - c, A.copy(), np.diagonal(A, axis1=1, axis2=2).copy()
+        return E, (A @ x[..., None])[..., 0] - c, None
 
-    res = levenberg_marquardt(fun, lambda x, idx, d: x + d, np.zeros((1, 2)), mu0=0.0, tol=1e-12)
+    def hessian(ctx):
+        return A.copy(), np.diagonal(A, axis1=1, axis2=2).copy()
+
+    res = levenberg_marquardt(value_grad, hessian, lambda x, idx, d: x + d, np.zeros((1, 2)), mu0=0.0, tol=1e-12)
     np.testing.assert_allclose(res.x[0], np.linalg.solve(A[0], c[0]), atol=1e-14)
     assert res.iterations[0] <= 2 and res.converged[0]
 

@@ -29,11 +29,16 @@ def affine_link_energy(body, R, t, A, b, scale, derivatives):
     return val, G, f
 
 
-def inertia_terms(body, kin, targets, dt, derivatives=True):
-    """Inertia energy at link poses ``kin`` for ``targets`` = (A, b) and time step ``dt`` [s] -> LinkTerms."""
+def inertia_terms(body, kin, targets, dt, derivatives=True, gauss_newton=True):
+    """Inertia energy at link poses ``kin`` for ``targets`` = (A, b) and time step ``dt`` [s] -> LinkTerms.
+
+    Its Gauss-Newton form K is the links' world mass moments / Δt² (so that Σ SᵀKS = M/Δt²); pass
+    ``gauss_newton=False`` to skip it when only the gradient is wanted.
+    """
     A, b = targets
     scale = 0.5 / (dt * dt)
     val, G, f = affine_link_energy(body, kin.R, kin.t, A, b, scale, derivatives)
     if not derivatives:
         return LinkTerms(val)
-    return LinkTerms(val, G, f, world_moments(body, kin).scaled(1.0 / (dt * dt)))
+    K = world_moments(body, kin).scaled(1.0 / (dt * dt)) if gauss_newton else None
+    return LinkTerms(val, G, f, K)

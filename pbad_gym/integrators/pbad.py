@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from ..energies import actuation_terms, gravity_terms, inertia_targets, inertia_terms
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
-                          pose_gradient_wrench)
+                          pose_gradient_wrench, world_moments)
 from ..optim import levenberg_marquardt
 
 HESSIANS = ("exact", "gauss_newton")
@@ -42,25 +42,49 @@ def prepare_step(body, q_prev, q_cur, tau, dt, gravity, kin_prev=None, kin_cur=N
     return StepData(A, b, q_cur, tau, float(dt), gravity)
 
 
-def step_energy(body, q, data, derivatives=False, hessian="exact"):
-    """The order-2 step energy at q (B, nq) for ``data``.
+class StepContext(NamedTuple):
+    """What the Hessian of the step energy needs from the gradient pass at the same configurations."""
 
-    Returns E (B,), or (E, g (B, nv), H (B, nv, nv), D (B, nv)) when ``derivatives``; ``hessian`` is "exact" or
-    "gauss_newton" (mass matrix / Δt² plus joint-space Hessians), D the diagonal of the Gauss-Newton Hessian.
-    """
+    kin: object
+    links: object
+    joints: object
+    X: object
+    dt: float
+    hessian: str
+
+
+def step_energy_grad(body, q, data, hessian="exact"):
+    """Step energy E (B,) and gradient g (B, nv) at q (B, nq), plus the context for :func:`step_hessian`."""
     kin = forward_kinematics(body, q)
-    links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives) + gravity_terms(
-        body, kin, data.gravity, derivatives)
-    joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives)
-    E = links.value + joints.value
-    if not derivatives:
-        return E
+    links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives=True, gauss_newton=False) + \
+        gravity_terms(body, kin, data.gravity, derivatives=True)
+    joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives=True)
     wrench, X = pose_gradient_wrench(kin, links.G, links.f)
     g = generalized_gradient(body, kin, wrench) + joints.grad
-    exact = hessian == "exact"
-    H, D = generalized_hessian(body, kin, K=links.K, G=links.G if exact else None, f=links.f, X=X,
+    return links.value + joints.value, g, StepContext(kin, links, joints, X, data.dt, hessian)
+
+
+def step_hessian(body, ctx):
+    """Hessian (B, nv, nv) ("exact" or "gauss_newton": mass matrix / Δt² plus joint-space Hessians) and the
+    diagonal of its Gauss-Newton part D (B, nv)."""
+    K = world_moments(body, ctx.kin).scaled(1.0 / (ctx.dt * ctx.dt))  # the inertia term's Gauss-Newton form
+    exact = ctx.hessian == "exact"
+    H, D = generalized_hessian(body, ctx.kin, K=K, G=ctx.links.G if exact else None, f=ctx.links.f, X=ctx.X,
                                gn_diagonal=True)
-    return E, g, H + joints.hess, D
+    return H + ctx.joints.hess, D
+
+
+def step_energy(body, q, data, derivatives=False, hessian="exact"):
+    """The order-2 step energy at q (B, nq) for ``data``: E (B,), or with ``derivatives``
+    (E, g (B, nv), H (B, nv, nv), D (B, nv)) (see :func:`step_hessian`)."""
+    if not derivatives:
+        kin = forward_kinematics(body, q)
+        return (inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives=False).value
+                + gravity_terms(body, kin, data.gravity, derivatives=False).value
+                + actuation_terms(body, q, data.q_ref, data.tau, derivatives=False).value)
+    E, g, ctx = step_energy_grad(body, q, data, hessian)
+    H, D = step_hessian(body, ctx)
+    return E, g, H, D
 
 
 def pbad_step(body, q_prev, q_cur, tau, dt, gravity, *, max_iter=50, tol=1e-9, hessian="exact",
@@ -73,12 +97,9 @@ def pbad_step(body, q_prev, q_cur, tau, dt, gravity, *, max_iter=50, tol=1e-9, h
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     data = prepare_step(body, q_prev, q_cur, tau, dt, gravity, kin_prev, kin_cur)
     x0 = integrate(body, q_cur, difference(body, q_prev, q_cur))
-
-    def fun(x, idx, derivatives):
-        return step_energy(body, x, data.take(idx), derivatives, hessian)
-
-    def retract(x, idx, dx):
-        return integrate(body, x, dx)
-
-    res = levenberg_marquardt(fun, retract, x0, max_iter=max_iter, tol=tol, record_history=record_history)
+    res = levenberg_marquardt(
+        lambda x, idx: step_energy_grad(body, x, data.take(idx), hessian),
+        lambda ctx: step_hessian(body, ctx),
+        lambda x, idx, dx: integrate(body, x, dx),
+        x0, max_iter=max_iter, tol=tol, record_history=record_history)
     return res.x, res

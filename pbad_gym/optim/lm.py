@@ -42,19 +42,25 @@ def _solve_damped(H, D, mu, g):
         return out
 
 
-def levenberg_marquardt(fun, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6, record_history=False):
-    """Minimise fun over a batch.
+def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6,
+                        record_history=False):
+    """Minimise an energy over a batch of B problems in lock-step.
 
-    fun(x, idx, derivatives) -> E (B',) or, with derivatives, (E, g (B', n), H (B', n, n), D (B', n)); idx is an index array into
-    the batch (None: all), D a positive scaling (diagonal of the Gauss-Newton Hessian) used both for damping
-    (H + μ·diag(D)) and for the convergence test max_j |g_j|/D_j < tol (a Newton-step estimate in units of x).
-    retract(x, idx, dx) -> x ⊕ dx. Steps are accepted only when the energy decreases, or when it rises by no
-    more than round-off while the predicted decrease is itself below round-off.
+    value_grad(x, idx) -> (E (B',), g (B', n), ctx): energy and gradient at x (B', n_x) for the trajectories
+        idx (index array into the batch, None: all); ctx is whatever hessian() needs to finish the job.
+    hessian(ctx) -> (H (B', n, n), D (B', n)): the Hessian, and D > 0 the diagonal of its Gauss-Newton part, used
+        for damping (H + μ·diag(D)) and for the convergence test max_j |g_j|/D_j < tol (a Newton-step estimate in
+        units of x). It is only called where another iteration follows, so the converging evaluation costs a
+        gradient only.
+    retract(x, idx, dx) -> x ⊕ dx.
+    Steps are accepted only when the energy decreases, or when it rises by no more than round-off while the
+    predicted decrease is itself below round-off (near the minimum E cannot resolve the step; g still can).
     """
     xp = xp_of(x0)
     B = x0.shape[0]
     x = x0.copy()
-    E, g, H, D = fun(x, None, True)
+    E, g, ctx = value_grad(x, None)
+    H, D = hessian(ctx)
     mu = xp.full(B, mu0, dtype=x.dtype)
     iters = xp.zeros(B, dtype=xp.int64)
     conv = xp.zeros(B, dtype=bool)
@@ -73,17 +79,20 @@ def levenberg_marquardt(fun, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6, re
         ok = xp.all(xp.isfinite(dx), -1)
         dx = xp.where(ok[:, None], dx, 0.0)
         x_try = retract(x[idx], sel, dx)
-        # derivatives at every trial: rejections are rare, and this saves a second kinematics pass on acceptance
-        E_try, g_try, H_try, D_try = fun(x_try, sel, True)
+        E_try, g_try, ctx_try = value_grad(x_try, sel)
         band = _EPS_BAND * eps * xp.maximum(xp.abs(Ei), xp.abs(E_try))
-        tiny = pred <= band
-        accept = ok & ((E_try < Ei) | ((E_try <= Ei + band) & tiny))
+        accept = ok & ((E_try < Ei) | ((E_try <= Ei + band) & (pred <= band)))
         iters[idx] += 1
         mu[idx] = xp.where(accept, xp.maximum(mu[idx] / 3.0, 1e-12), xp.minimum(mu[idx] * 10.0, 1e12))
+        gn_try = xp.max(xp.abs(g_try) / Di, axis=-1)  # D from the last Hessian: it barely moves within a step
+        need = accept & (gn_try >= tol)
+        if bool(need.any()):
+            H_try, D_try = hessian(ctx_try)
+            gn_try = xp.where(need, xp.max(xp.abs(g_try) / D_try, axis=-1), gn_try)
+            H[idx[need]], D[idx[need]] = H_try[need], D_try[need]
         acc = idx[accept]
         if acc.size:
-            x[acc], E[acc], g[acc], H[acc], D[acc] = (a[accept] for a in (x_try, E_try, g_try, H_try, D_try))
-            gnorm[acc] = xp.max(xp.abs(g[acc]) / D[acc], axis=-1)
+            x[acc], E[acc], g[acc], gnorm[acc] = (a[accept] for a in (x_try, E_try, g_try, gn_try))
         if record_history:
             h = xp.full(B, xp.nan, dtype=x.dtype)
             h[acc] = E[acc]
