@@ -408,3 +408,22 @@ def spatial_from_moments(m, cw, Sw):
     out[..., 1, 3], out[..., 2, 3], out[..., 2, 4] = c2, -c1, c0
     out[..., 3:, :3] = xp.swapaxes(out[..., :3, 3:], -1, -2)
     return out
+
+
+_EPS3 = np.zeros((3, 3, 3))
+_EPS3[0, 1, 2] = _EPS3[1, 2, 0] = _EPS3[2, 0, 1] = 1.0
+_EPS3[0, 2, 1] = _EPS3[2, 1, 0] = _EPS3[1, 0, 2] = -1.0
+
+
+def weighted_spatial_form(m, cw, Sw, W):
+    """Spatial quadratic form of ∫ρ (ω×P + v)ᵀ W (ω×P + v) (…, 6, 6) for a constant symmetric weight W (…, 3, 3),
+    from world moments m (…), c = ∫ρP (…, 3), S = ∫ρPPᵀ (…, 3, 3): [[Σ ε_bak ε_cdl W_bc S_kl, [c]×W], [−W[c]×, mW]]."""
+    xp = xp_of(cw, Sw, W)
+    eps = xp.asarray(_EPS3, dtype=Sw.dtype)
+    out = xp.empty(Sw.shape[:-2] + (6, 6), dtype=Sw.dtype)
+    out[..., :3, :3] = xp.einsum("bak,cdl,...bc,...kl->...ad", eps, eps, W, Sw, optimize=True)
+    cW = skew(cw) @ W
+    out[..., :3, 3:] = cW
+    out[..., 3:, :3] = xp.swapaxes(cW, -1, -2)
+    out[..., 3:, 3:] = xp.asarray(m, dtype=Sw.dtype)[..., None, None] * W
+    return out

@@ -5,6 +5,7 @@ import numpy as np
 
 from .backend import check_dtype, get_xp
 from .dynamics import GRAVITY, energy
+from .energies import contact_state, make_force_model
 from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, pbad_step
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
@@ -26,12 +27,19 @@ class Simulator:
         max_iter, tol: optimiser limits; tol is the scaled-gradient tolerance in units of q (rad, m)
             (default 1e-9 in float64, 1e-5 in float32).
         hessian: "exact" or "gauss_newton".
+        drag: fluid drag coefficients [1/s] (PBAD only): scalar (isotropic), (axial, normal), (3,), (L, 2) or
+            (L, 3) in each link's frame (axial = link x axis); None: no drag.
+        contact: ground contact on the links' contact spheres (PBAD only): None, True (defaults), a dict of
+            :class:`pbad_gym.energies.GroundContact` fields or a GroundContact.
+        limit_stiffness: penalty stiffness [N m/rad] of the joint ranges (0: limits off).
+        damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     """
 
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
-                 gravity=GRAVITY, max_iter=50, tol=None, hessian="exact"):
+                 gravity=GRAVITY, max_iter=50, tol=None, hessian="exact", drag=None, contact=None,
+                 limit_stiffness=0.0, damping=None):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         if optimizer not in OPTIMIZERS:
@@ -49,6 +57,12 @@ class Simulator:
         self.dtype = check_dtype(dtype)
         self.xp = get_xp(device)
         self.gravity = self.xp.asarray(gravity, dtype=self.dtype).reshape(3)
+        self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping)
+        extra = (self.forces.drag is not None or self.forces.contact is not None
+                 or self.forces.limit_stiffness > 0 or self.forces.has_damping)
+        if integrator != "pbad" and extra:
+            raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
+                             "models gravity and actuation only")
         self.max_iter = int(max_iter)
         self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else float(tol)
         self.reset()
@@ -74,6 +88,7 @@ class Simulator:
         # PBAD keeps the previous configuration; a backward difference reproduces the requested velocity
         self._q_prev = integrate(body, self._q, -self.dt * qd)
         self._kin = self._kin_prev = None  # cached kinematics of q and q_prev (PBAD)
+        self._contact = None  # lagged contact state of q (PBAD with contact)
         self.time = 0.0
         return self
 
@@ -102,13 +117,17 @@ class Simulator:
         xp, body = self.xp, self.body
         tau = self._batch(np.zeros(body.nv) if tau is None else tau, body.nv, "tau")
         if self.integrator == "pbad":
-            q_new, res = pbad_step(body, self._q_prev, self._q, tau, self.dt, self.gravity,
-                                   max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
-                                   kin_prev=self._kin_prev, kin_cur=self._kin)
             if self._kin is None:
                 self._kin = forward_kinematics(body, self._q)
+            if self.forces.contact is not None and self._contact is None:
+                self._contact = contact_state(body, self._kin, self.forces.contact, self.dt)
+            q_new, res = pbad_step(body, self._q_prev, self._q, tau, self.dt, self.forces,
+                                   max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
+                                   kin_prev=self._kin_prev, kin_cur=self._kin, contact=self._contact)
             self._q_prev, self._q = self._q, q_new
             self._kin_prev, self._kin = self._kin, forward_kinematics(body, q_new)
+            if self.forces.contact is not None:
+                self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)
             info = {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged}
         else:
             self._q, self._qd = EXPLICIT[self.integrator](body, self._q, self._qd, tau, self.dt, self.gravity)

@@ -11,22 +11,25 @@ def inertia_targets(kin_cur, kin_prev):
     return 2 * kin_cur.R - kin_prev.R, 2 * kin_cur.t - kin_prev.t
 
 
-def affine_link_energy(body, R, t, A, b, scale, derivatives):
-    """scale · ∫ρ ‖R p0 + t − (A p0 + b)‖² per link, summed: value (B,), and ∂/∂R, ∂/∂t when ``derivatives``.
+def affine_link_energy(body, R, t, A, b, scale, derivatives, W=None):
+    """scale · ∫ρ ‖R p0 + t − (A p0 + b)‖²_W per link, summed: value (B,), and ∂/∂R, ∂/∂t when ``derivatives``.
 
-    Closed form from the mass moments: tr(D S Dᵀ) + 2 uᵀ D c + m‖u‖², D = R − A, u = t − b.
+    Closed form from the mass moments: tr(Dᵀ W D S) + 2 uᵀ W D c + m uᵀ W u, D = R − A, u = t − b; W (B, L, 3, 3)
+    symmetric (None: identity). The gradients are W times the isotropic ones.
     """
     xp = xp_of(R)
     c = body.arrays(xp, R.dtype)
     m, cl, S = c["mass"], c["c"], c["S"]
     D, u = R - A, t - b
     DS, Dc = D @ S, matvec(D, cl)
-    val = scale * xp.sum(xp.sum(DS * D, axis=(-1, -2)) + 2 * xp.sum(u * Dc, -1) + m * xp.sum(u * u, -1), -1)
+    gR, gt = DS + u[..., :, None] * cl[:, None, :], Dc + m[:, None] * u  # ½ ∂/∂R, ½ ∂/∂t for W = 1
+    if W is not None:
+        gR, gt = W @ gR, matvec(W, gt)
+    # e = ⟨D, ½∂e/∂R⟩ + ⟨u, ½∂e/∂t⟩ for a quadratic form in (D, u)
+    val = scale * xp.sum(xp.sum(gR * D, axis=(-1, -2)) + xp.sum(u * gt, -1), -1)
     if not derivatives:
         return val, None, None
-    G = 2 * scale * (DS + u[..., :, None] * cl[:, None, :])
-    f = 2 * scale * (Dc + m[:, None] * u)
-    return val, G, f
+    return val, 2 * scale * gR, 2 * scale * gt
 
 
 def inertia_terms(body, kin, targets, dt, derivatives=True, gauss_newton=True):

@@ -1,6 +1,6 @@
 """PBAD order-2 step (DESIGN.md §4): q_{k+1} = argmin E(q) with
 
-    E(q) = 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² + U(q) − τᵀ(q ⊖ q_k)
+    E(q) = 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² + U(q) − τᵀ(q ⊖ q_k) + drag, contact, limits, damping
 
 solved by batched Levenberg-Marquardt from the warm start q_k ⊕ (q_k ⊖ q_{k−1}).
 """
@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..energies import actuation_terms, gravity_terms, inertia_targets, inertia_terms
+import numpy as np
+
+from ..backend import to_numpy, xp_of
+from ..energies import (ForceModel, LinkTerms, actuation_terms, contact_state, contact_terms, damping_terms,
+                        drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms, limit_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, world_moments)
 from ..optim import levenberg_marquardt
@@ -16,30 +20,54 @@ from ..optim import levenberg_marquardt
 HESSIANS = ("exact", "gauss_newton")
 
 
+_BATCHED = ("A", "b", "q_ref", "tau", "W")
+
+
 class StepData(NamedTuple):
-    """Constants of one step for a batch: inertia targets (A, b), q_k (B, nq), τ (B, nv), Δt [s], gravity (3,)."""
+    """Constants of one step for a batch: inertia targets (A, b), q_k (B, nq), τ (B, nv), kinematics of q_k,
+    drag weights W (B, L, 3, 3) or None, lagged contact state (dict of (B, S, …) arrays) or None, Δt [s] and
+    the ForceModel."""
 
     A: object
     b: object
     q_ref: object
     tau: object
+    kin_ref: object
+    W: object
+    contact: object
     dt: float
-    gravity: object
+    forces: object
 
     def take(self, idx):
         """The data of trajectories ``idx`` (None: all)."""
         if idx is None:
             return self
-        return StepData(self.A[idx], self.b[idx], self.q_ref[idx], self.tau[idx], self.dt, self.gravity)
+        sub = {k: (None if getattr(self, k) is None else getattr(self, k)[idx]) for k in _BATCHED}
+        kin = type(self.kin_ref)(*(a[idx] for a in self.kin_ref))
+        contact = None if self.contact is None else {k: v[idx] for k, v in self.contact.items()}
+        return self._replace(kin_ref=kin, contact=contact, **sub)
 
 
-def prepare_step(body, q_prev, q_cur, tau, dt, gravity, kin_prev=None, kin_cur=None):
-    """StepData for the step from (q_{k−1}, q_k) under generalised force tau (B, nv); kinematics of either
-    configuration may be passed in when already known."""
+def prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev=None, kin_cur=None, contact=None):
+    """StepData for the step from (q_{k−1}, q_k) under generalised force tau (B, nv) and ``forces``
+    (a ForceModel, or a gravity vector). Kinematics of either configuration may be passed in when already known; ``contact`` is the
+    lagged contact state of q_k (computed here when the force model has contact and none is given)."""
+    xp = xp_of(q_cur)
+    forces = as_force_model(forces)
     kin_prev = forward_kinematics(body, q_prev) if kin_prev is None else kin_prev
     kin_cur = forward_kinematics(body, q_cur) if kin_cur is None else kin_cur
     A, b = inertia_targets(kin_cur, kin_prev)
-    return StepData(A, b, q_cur, tau, float(dt), gravity)
+    W = None if forces.drag is None else drag_weights(kin_cur, xp.asarray(forces.drag, dtype=q_cur.dtype))
+    if forces.contact is not None and contact is None:
+        contact = contact_state(body, kin_cur, forces.contact, dt)
+    return StepData(A, b, q_cur, tau, kin_cur, W, contact, float(dt), forces)
+
+
+def as_force_model(forces):
+    """A ForceModel as is; a gravity vector (3,) as gravity and actuation only."""
+    if isinstance(forces, ForceModel):
+        return forces
+    return ForceModel(gravity=np.asarray(to_numpy(forces), dtype=float).reshape(3))
 
 
 class StepContext(NamedTuple):
@@ -53,23 +81,41 @@ class StepContext(NamedTuple):
     hessian: str
 
 
+def step_terms(body, q, data, derivatives=True):
+    """All terms of the step energy at q: (LinkTerms, JointTerms); the inertia term's Gauss-Newton form is left
+    to :func:`step_hessian`."""
+    f = data.forces
+    kin = forward_kinematics(body, q)
+    g = xp_of(q).asarray(f.gravity, dtype=q.dtype)
+    links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives, gauss_newton=False) + \
+        gravity_terms(body, kin, g, derivatives)
+    if f.drag is not None:
+        links = links + drag_terms(body, kin, data.kin_ref, data.W, data.dt, derivatives)
+    if f.contact is not None:
+        links = links + contact_terms(body, kin, f.contact, data.contact, data.dt, derivatives)
+    joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives)
+    if f.limit_stiffness > 0:
+        joints = joints + limit_terms(body, q, f.limit_stiffness, derivatives)
+    if f.has_damping:
+        joints = joints + damping_terms(body, q, data.q_ref, f.damping, data.dt, derivatives)
+    return kin, links, joints
+
+
 def step_energy_grad(body, q, data, hessian="exact"):
     """Step energy E (B,) and gradient g (B, nv) at q (B, nq), plus the context for :func:`step_hessian`."""
-    kin = forward_kinematics(body, q)
-    links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives=True, gauss_newton=False) + \
-        gravity_terms(body, kin, data.gravity, derivatives=True)
-    joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives=True)
+    kin, links, joints = step_terms(body, q, data)
     wrench, X = pose_gradient_wrench(kin, links.G, links.f)
     g = generalized_gradient(body, kin, wrench) + joints.grad
     return links.value + joints.value, g, StepContext(kin, links, joints, X, data.dt, hessian)
 
 
 def step_hessian(body, ctx):
-    """Hessian (B, nv, nv) ("exact" or "gauss_newton": mass matrix / Δt² plus joint-space Hessians) and the
-    diagonal of its Gauss-Newton part D (B, nv)."""
-    K = world_moments(body, ctx.kin).scaled(1.0 / (ctx.dt * ctx.dt))  # the inertia term's Gauss-Newton form
+    """Hessian (B, nv, nv) ("exact" or "gauss_newton": the terms' Gauss-Newton forms — M/Δt² for inertia — plus
+    joint-space Hessians) and the diagonal of its Gauss-Newton part D (B, nv)."""
+    K = LinkTerms(None, K=world_moments(body, ctx.kin).scaled(1.0 / (ctx.dt * ctx.dt))) + \
+        LinkTerms(None, K=ctx.links.K)
     exact = ctx.hessian == "exact"
-    H, D = generalized_hessian(body, ctx.kin, K=K, G=ctx.links.G if exact else None, f=ctx.links.f, X=ctx.X,
+    H, D = generalized_hessian(body, ctx.kin, K=K.K, G=ctx.links.G if exact else None, f=ctx.links.f, X=ctx.X,
                                gn_diagonal=True)
     return H + ctx.joints.hess, D
 
@@ -78,24 +124,23 @@ def step_energy(body, q, data, derivatives=False, hessian="exact"):
     """The order-2 step energy at q (B, nq) for ``data``: E (B,), or with ``derivatives``
     (E, g (B, nv), H (B, nv, nv), D (B, nv)) (see :func:`step_hessian`)."""
     if not derivatives:
-        kin = forward_kinematics(body, q)
-        return (inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives=False).value
-                + gravity_terms(body, kin, data.gravity, derivatives=False).value
-                + actuation_terms(body, q, data.q_ref, data.tau, derivatives=False).value)
+        _, links, joints = step_terms(body, q, data, derivatives=False)
+        return links.value + joints.value
     E, g, ctx = step_energy_grad(body, q, data, hessian)
     H, D = step_hessian(body, ctx)
     return E, g, H, D
 
 
-def pbad_step(body, q_prev, q_cur, tau, dt, gravity, *, max_iter=50, tol=1e-9, hessian="exact",
-              record_history=False, kin_prev=None, kin_cur=None):
+def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter=50, tol=1e-9, hessian="exact",
+              record_history=False, kin_prev=None, kin_cur=None, contact=None):
     """One order-2 PBAD step for a batch: returns (q_next (B, nq), LMResult diagnostics).
 
-    kin_prev / kin_cur: kinematics of q_prev / q_cur when the caller already has them (saves two passes).
+    forces: a ForceModel, or a gravity vector (3,) for gravity and actuation only. kin_prev / kin_cur: kinematics
+    of q_prev / q_cur when the caller already has them; contact: lagged contact state of q_cur.
     """
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-    data = prepare_step(body, q_prev, q_cur, tau, dt, gravity, kin_prev, kin_cur)
+    data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact)
     x0 = integrate(body, q_cur, difference(body, q_prev, q_cur))
     res = levenberg_marquardt(
         lambda x, idx: step_energy_grad(body, x, data.take(idx), hessian),

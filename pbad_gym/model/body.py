@@ -222,7 +222,12 @@ class Body:
         key = (xp.__name__, np.dtype(dtype).str)
         if key not in self._xp_cache:
             conv = lambda a: xp.asarray(a, dtype=dtype)  # noqa: E731
+            link, p0, rad = self.contact_points()
+            inc = np.zeros((self.L, len(link)))
+            inc[link, np.arange(len(link))] = 1.0
             self._xp_cache[key] = {
+                "contact_link": xp.asarray(link), "contact_p0": conv(p0), "contact_r": conv(rad),
+                "contact_inc": conv(inc),
                 "mass": conv(self.mass), "c": conv(self.first_moment), "S": conv(self.second_moment),
                 "place_R": conv(self.place_R), "place_t": conv(self.place_t), "place_T": conv(self.place_T),
                 "eye3": conv(np.eye(3)), "eye4": conv(np.eye(4)),

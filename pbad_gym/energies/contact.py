@@ -1,0 +1,175 @@
+"""Ground contact as energies on the body's contact spheres (paper eq. 16, DESIGN.md §4).
+
+Per sphere (centre P_s, radius r) against the plane z = h:
+- normal penalty D1/2·d², d = max(0, r − (P_s,z − h)): C¹ in q, so LM sees a continuous gradient;
+- friction, only for spheres in contact at q_k (the contact set is lagged by one step, which keeps the step
+  energy smooth: no term switches on or off inside a minimisation), either
+  * "viscous" (the paper): D2/(2Δt)·‖Proj_∥(P_s(q) − P_s(q_k))‖², or
+  * "coulomb" (smoothed, beyond the paper): μ·N_k·φ_ε(‖Proj_∥(P_s(q) − a_s)‖) with the lagged normal force
+    N_k = D1·d(q_k), φ_ε the Huber function (quadratic below ε, linear above: force magnitude ≤ μN_k) and a_s a
+    stick anchor that follows the sphere only when it slips further than ε. A tangential load below μN_k
+    therefore holds the sphere within ε of its anchor: static friction that sticks, with no creep.
+Point energies become link-pose derivatives through P = R p0 + t.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backend import xp_of
+from ..kinematics import matvec, skew
+from .base import LinkTerms
+
+FRICTION_MODELS = ("viscous", "coulomb", "none")
+
+
+@dataclass(frozen=True)
+class GroundContact:
+    """Penalty ground contact. stiffness D1 [N/m]; friction model; damping D2 [N s/m] ("viscous"); mu and
+    slip_velocity [m/s] (the smoothing ε = slip_velocity·Δt) for "coulomb"; height of the ground plane [m]."""
+
+    stiffness: float = 1e4
+    friction: str = "viscous"
+    damping: float = 100.0
+    mu: float = 1.0
+    slip_velocity: float = 1e-3
+    height: float = 0.0
+
+    def __post_init__(self):
+        if self.friction not in FRICTION_MODELS:
+            raise ValueError(f"contact friction must be one of {FRICTION_MODELS}, got {self.friction!r}")
+        for name in ("stiffness", "damping", "mu", "slip_velocity"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"contact {name} must be non-negative, got {getattr(self, name)!r}")
+        if self.stiffness <= 0:
+            raise ValueError("contact stiffness must be positive")
+        if self.friction == "coulomb" and self.slip_velocity <= 0:
+            raise ValueError("coulomb friction needs slip_velocity > 0")
+
+
+def sphere_centres(body, kin):
+    """World centres of the contact spheres (B, S, 3)."""
+    c = body.arrays(xp_of(kin.R), kin.R.dtype)
+    link = c["contact_link"]
+    return kin.t[:, link] + matvec(kin.R[:, link], c["contact_p0"])
+
+
+def penetration(body, P, height):
+    """Depth d = max(0, r − (z − h)) (B, S) of sphere centres P (B, S, 3)."""
+    xp = xp_of(P)
+    r = body.arrays(xp, P.dtype)["contact_r"]
+    return xp.maximum(0.0, r - (P[..., 2] - height))
+
+
+def normal_point_terms(body, P, params, derivatives):
+    """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3)."""
+    xp = xp_of(P)
+    d = penetration(body, P, params.height)
+    val = 0.5 * params.stiffness * xp.sum(d * d, -1)
+    if not derivatives:
+        return val, None, None
+    g = xp.zeros_like(P)
+    g[..., 2] = -params.stiffness * d
+    H = xp.zeros(P.shape + (3,), dtype=P.dtype)
+    H[..., 2, 2] = params.stiffness * (d > 0)
+    return val, g, H
+
+
+def viscous_point_terms(P, P_ref, active, damping, dt, derivatives):
+    """D2/(2Δt)·‖Proj_∥(P − P_ref)‖² for active spheres."""
+    xp = xp_of(P)
+    k = damping / dt * active
+    x = (P - P_ref)[..., :2]
+    val = 0.5 * xp.sum(k * xp.sum(x * x, -1), -1)
+    if not derivatives:
+        return val, None, None
+    g = xp.zeros_like(P)
+    g[..., :2] = k[..., None] * x
+    H = xp.zeros(P.shape + (3,), dtype=P.dtype)
+    H[..., 0, 0] = H[..., 1, 1] = k
+    return val, g, H
+
+
+def coulomb_point_terms(P, anchor, active, normal_force, mu, eps, derivatives):
+    """μ N φ_ε(‖Proj_∥(P − anchor)‖) for active spheres (Huber φ_ε)."""
+    xp = xp_of(P)
+    k = mu * normal_force * active
+    x = (P - anchor)[..., :2]
+    s = xp.sqrt(xp.sum(x * x, -1))
+    phi = xp.where(s < eps, 0.5 * s * s / eps, s - 0.5 * eps)
+    val = xp.sum(k * phi, -1)
+    if not derivatives:
+        return val, None, None
+    inv = 1.0 / xp.maximum(s, eps)
+    g = xp.zeros_like(P)
+    g[..., :2] = (k * inv)[..., None] * x
+    H = xp.zeros(P.shape + (3,), dtype=P.dtype)
+    xh = x * inv[..., None]
+    slip = (s >= eps)[..., None, None]
+    # above ε the Huber term is ‖x‖: its Hessian (1 − x̂x̂ᵀ)/‖x‖ is singular along x̂, which is the sliding direction
+    H[..., :2, :2] = (k * inv)[..., None, None] * (xp.eye(2, dtype=P.dtype) - slip * xh[..., :, None] * xh[..., None, :])
+    return val, g, H
+
+
+def update_anchors(P, anchor, active, eps):
+    """Stick anchors after a step: new contacts anchor where they are; slipping ones are dragged to within ε."""
+    xp = xp_of(P)
+    x = (P - anchor)[..., :2]
+    s = xp.sqrt(xp.sum(x * x, -1, keepdims=True))
+    pulled = anchor[..., :2] + x * xp.maximum(0.0, 1.0 - eps / xp.maximum(s, 1e-300))
+    out = P.copy()
+    out[..., :2] = xp.where(active[..., None], pulled, P[..., :2])
+    return out
+
+
+def point_terms_to_links(body, P, g, H, gauss_newton=True):
+    """Link-pose derivatives of a sum of point energies: G_l = Σ g p0ᵀ, f_l = Σ g and the Gauss-Newton form
+    K_l = Σ Tᵀ H T with T = [−[P]×, 1] (dP = ω × P + v)."""
+    xp = xp_of(P)
+    c = body.arrays(xp, P.dtype)
+    inc, p0 = c["contact_inc"], c["contact_p0"]
+    B, S = P.shape[:2]
+    G = (inc @ (g[..., :, None] * p0[:, None, :]).reshape(B, S, 9)).reshape(B, -1, 3, 3)
+    f = inc @ g
+    if not gauss_newton:
+        return G, f, None
+    T = xp.concatenate([-skew(P), xp.broadcast_to(xp.eye(3, dtype=P.dtype), P.shape + (3,))], -1)  # (B, S, 3, 6)
+    K = xp.swapaxes(T, -1, -2) @ H @ T
+    return G, f, (inc @ K.reshape(B, S, 36)).reshape(B, -1, 6, 6)
+
+
+def contact_terms(body, kin, params, state, dt, derivatives=True, gauss_newton=True):
+    """Ground-contact energy at poses ``kin`` -> LinkTerms. ``state``: the lagged contact data of q_k,
+    a dict with "P" (B, S, 3) centres, "active" (B, S) and, for Coulomb friction, "normal" (B, S) and
+    "anchor" (B, S, 3)."""
+    P = sphere_centres(body, kin)
+    val, g, H = normal_point_terms(body, P, params, derivatives)
+    if params.friction == "viscous":
+        fv, fg, fH = viscous_point_terms(P, state["P"], state["active"], params.damping, dt, derivatives)
+    elif params.friction == "coulomb":
+        fv, fg, fH = coulomb_point_terms(P, state["anchor"], state["active"], state["normal"], params.mu,
+                                         params.slip_velocity * dt, derivatives)
+    else:
+        fv = fg = fH = None
+    if fv is not None:
+        val = val + fv
+        if derivatives:
+            g, H = g + fg, H + fH
+    if not derivatives:
+        return LinkTerms(val)
+    G, f, K = point_terms_to_links(body, P, g, H, gauss_newton)
+    return LinkTerms(val, G, f, K)
+
+
+def contact_state(body, kin, params, dt, prev=None):
+    """Lagged contact data at q_k for :func:`contact_terms`: centres, active set, normal forces and, for Coulomb
+    friction, stick anchors carried over from the previous state ``prev`` for spheres that stayed in contact."""
+    P = sphere_centres(body, kin)
+    d = penetration(body, P, params.height)
+    active = d > 0
+    state = {"P": P, "active": active, "normal": params.stiffness * d}
+    if params.friction == "coulomb":
+        if prev is None:
+            state["anchor"] = P.copy()
+        else:
+            state["anchor"] = update_anchors(P, prev["anchor"], active & prev["active"], params.slip_velocity * dt)
+    return state

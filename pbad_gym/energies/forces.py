@@ -1,0 +1,63 @@
+"""The force model of a simulation: which energy terms enter the step, with their parameters (plain data)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .contact import GroundContact
+from .joints import damping_coefficients
+
+
+@dataclass(frozen=True)
+class ForceModel:
+    """gravity (3,) [m/s²]; drag (L, 3) body-frame coefficients [1/s] or None; contact: GroundContact or None;
+    limit_stiffness [N m/rad] for joints with a range (0: off); damping (nv,) [N m s/rad] (default: joints')."""
+
+    gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
+    drag: np.ndarray | None = None
+    contact: GroundContact | None = None
+    limit_stiffness: float = 0.0
+    damping: np.ndarray | None = None
+
+    @property
+    def has_damping(self) -> bool:
+        return self.damping is not None and bool(np.any(self.damping > 0))
+
+
+def drag_coefficients(body, drag):
+    """(L, 3) body-frame drag coefficients from a scalar (isotropic), (axial, normal) applied to every link
+    (axial along the link frame's x axis), (3,), or an (L, 3) / (L, 2) array."""
+    if drag is None:
+        return None
+    c = np.asarray(drag, dtype=float)
+    if c.ndim == 0:
+        c = np.full(3, float(c))
+    if c.shape[-1] == 2:
+        c = np.concatenate([c[..., :1], c[..., 1:], c[..., 1:]], -1)
+    c = np.broadcast_to(c, (body.L, 3)).copy() if c.shape in ((3,), (body.L, 3)) else None
+    if c is None or not np.all(np.isfinite(c)) or np.any(c < 0):
+        raise ValueError("drag must be a non-negative scalar, (axial, normal), (3,), (L, 2) or (L, 3) "
+                         f"array of coefficients in 1/s for a body with L={body.L} links, got {drag!r}")
+    return c
+
+
+def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, limit_stiffness=0.0,
+                     damping=None):
+    """Validated ForceModel for ``body``; contact may be a GroundContact, a dict of its fields, or True."""
+    g = np.asarray(gravity, dtype=float).reshape(3)
+    if contact is True:
+        contact = GroundContact()
+    elif isinstance(contact, dict):
+        contact = GroundContact(**contact)
+    elif contact is not None and not isinstance(contact, GroundContact):
+        raise ValueError(f"contact must be None, True, a dict or a GroundContact, got {contact!r}")
+    if contact is not None and len(body.contact_points()[0]) == 0:
+        raise ValueError("contact needs contact spheres on the body's links")
+    if not limit_stiffness >= 0:
+        raise ValueError("limit_stiffness must be non-negative")
+    damp = damping_coefficients(body) if damping is None else np.broadcast_to(
+        np.asarray(damping, float), (body.nv,)).copy()
+    if np.any(damp < 0):
+        raise ValueError("damping must be non-negative")
+    return ForceModel(g, drag_coefficients(body, drag), contact, float(limit_stiffness), damp)
