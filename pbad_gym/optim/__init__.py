@@ -1,4 +1,5 @@
 """Batched optimisers with per-trajectory convergence masks."""
+from .lbfgs import lbfgs
 from .lm import LMResult, levenberg_marquardt
 
-__all__ = ["levenberg_marquardt", "LMResult"]
+__all__ = ["levenberg_marquardt", "lbfgs", "LMResult"]

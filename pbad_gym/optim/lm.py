@@ -16,7 +16,8 @@ _EPS_BAND = 64.0  # round-off band in units of machine epsilon · |E|
 class LMResult:
     """Solution x (B, n_x) and per-trajectory diagnostics: iterations (B,), grad_norm (B,) (the scaled gradient
     max_j |g_j| / D_j, in units of x), converged (B,), energy (B,), and energy_history (list of (B,) arrays of the
-    accepted energy after each iteration, NaN where inactive) when requested."""
+    accepted energy after each iteration, NaN where inactive) when requested; function_evals (B,) the energy/gradient
+    evaluations per trajectory where the optimiser reports them (L-BFGS; None for LM)."""
 
     x: object
     iterations: object
@@ -24,6 +25,7 @@ class LMResult:
     converged: object
     energy: object
     energy_history: list | None = None
+    function_evals: object = None
 
 
 def _solve_damped(H, D, mu, g):
