@@ -6,10 +6,9 @@ import numpy as np
 from .backend import check_dtype, get_xp
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
-from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, pbad_step
+from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
-OPTIMIZERS = ("lm",)
 
 
 class Simulator:
@@ -19,12 +18,13 @@ class Simulator:
         body: a :class:`pbad_gym.model.Body`.
         dt: time step [s].
         integrator: "pbad" (position-based, order 2) or a baseline: "euler", "semi_implicit_euler", "rk4".
-        optimizer: "lm" (Levenberg-Marquardt) for PBAD.
+        optimizer: "lm" (Levenberg-Marquardt) or "lbfgs" for PBAD.
         num_envs: batch size B.
         dtype: float64 (default) or float32.
         device: "cpu" (NumPy) or "cuda" (CuPy).
         gravity: (3,) [m/s²].
-        max_iter, tol: optimiser limits; tol is the scaled-gradient tolerance in units of q (rad, m)
+        max_iter, tol: optimiser limits (max_iter default: 50 for LM, 500 for L-BFGS); tol is the scaled
+            gradient tolerance in units of q (rad, m)
             (default 1e-9 in float64, 1e-5 in float32).
         hessian: "exact" or "gauss_newton".
         drag: fluid drag coefficients [1/s] (PBAD only): scalar (isotropic), (axial, normal), (3,), (L, 2) or
@@ -38,7 +38,7 @@ class Simulator:
     """
 
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
-                 gravity=GRAVITY, max_iter=50, tol=None, hessian="exact", drag=None, contact=None,
+                 gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
@@ -50,7 +50,7 @@ class Simulator:
             raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
         if int(num_envs) != num_envs or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if int(max_iter) != max_iter or max_iter < 1:
+        if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
             raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
         self.body, self.dt, self.integrator, self.optimizer = body, float(dt), integrator, optimizer
         self.num_envs, self.device, self.hessian = int(num_envs), device, hessian
@@ -63,7 +63,7 @@ class Simulator:
         if integrator != "pbad" and extra:
             raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
-        self.max_iter = int(max_iter)
+        self.max_iter = None if max_iter is None else int(max_iter)
         self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else float(tol)
         self.reset()
 
@@ -122,7 +122,8 @@ class Simulator:
             if self.forces.contact is not None and self._contact is None:
                 self._contact = contact_state(body, self._kin, self.forces.contact, self.dt)
             q_new, res = pbad_step(body, self._q_prev, self._q, tau, self.dt, self.forces,
-                                   max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
+                                   optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol,
+                                   hessian=self.hessian,
                                    kin_prev=self._kin_prev, kin_cur=self._kin, contact=self._contact)
             self._q_prev, self._q = self._q, q_new
             self._kin_prev, self._kin = self._kin, forward_kinematics(body, q_new)

@@ -105,3 +105,22 @@ def test_float32_step_converges(dtype):
     q_prev, q, tau = (a.astype(dtype) for a in _states(body, 3, 5, 0.01))
     q_next, res = pbad_step(body, q_prev, q, tau, 0.01, G.astype(dtype), tol=1e-4)
     assert q_next.dtype == dtype and res.converged.all()
+
+
+def test_lbfgs_and_lm_reach_the_same_step(body):
+    q_prev, q, tau = _states(body, 3, 6, 0.01)
+    a, ra = pbad_step(body, q_prev, q, tau, 0.01, G, optimizer="lm", tol=1e-11)
+    b, rb = pbad_step(body, q_prev, q, tau, 0.01, G, optimizer="lbfgs", tol=1e-11)
+    assert ra.converged.all() and rb.converged.all()
+    assert np.max(np.abs(difference(body, a, b))) < 1e-8
+    assert rb.iterations.mean() > ra.iterations.mean()
+
+
+def test_simulator_with_lbfgs():
+    from pbad_gym.simulator import Simulator
+
+    sims = [Simulator(chain(5), dt=0.01, optimizer=o, num_envs=2, tol=1e-11) for o in ("lm", "lbfgs")]
+    for _ in range(10):
+        infos = [s.step() for s in sims]
+    assert all(i["converged"].all() for i in infos)
+    np.testing.assert_allclose(sims[0].q, sims[1].q, atol=1e-8)

@@ -15,9 +15,10 @@ from ..energies import (ForceModel, LinkTerms, actuation_terms, contact_state, c
                         drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms, limit_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, world_moments)
-from ..optim import levenberg_marquardt
+from ..optim import lbfgs, levenberg_marquardt
 
 HESSIANS = ("exact", "gauss_newton")
+OPTIMIZERS = ("lm", "lbfgs")
 
 
 _BATCHED = ("A", "b", "q_ref", "tau", "W")
@@ -131,20 +132,28 @@ def step_energy(body, q, data, derivatives=False, hessian="exact"):
     return E, g, H, D
 
 
-def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter=50, tol=1e-9, hessian="exact",
-              record_history=False, kin_prev=None, kin_cur=None, contact=None):
+def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=None, tol=1e-9,
+              hessian="exact", record_history=False, kin_prev=None, kin_cur=None, contact=None):
     """One order-2 PBAD step for a batch: returns (q_next (B, nq), LMResult diagnostics).
 
-    forces: a ForceModel, or a gravity vector (3,) for gravity and actuation only. kin_prev / kin_cur: kinematics
-    of q_prev / q_cur when the caller already has them; contact: lagged contact state of q_cur.
+    forces: a ForceModel, or a gravity vector (3,) for gravity and actuation only. optimizer: "lm" or "lbfgs"
+    (scaled by the Gauss-Newton diagonal at the warm start, so both stop on the same measure); max_iter defaults
+    to 50 for LM and 500 for L-BFGS. kin_prev / kin_cur: kinematics of q_prev / q_cur when the caller already has
+    them; contact: lagged contact state of q_cur.
     """
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact)
     x0 = integrate(body, q_cur, difference(body, q_prev, q_cur))
-    res = levenberg_marquardt(
-        lambda x, idx: step_energy_grad(body, x, data.take(idx), hessian),
-        lambda ctx: step_hessian(body, ctx),
-        lambda x, idx, dx: integrate(body, x, dx),
-        x0, max_iter=max_iter, tol=tol, record_history=record_history)
+    value_grad = lambda x, idx: step_energy_grad(body, x, data.take(idx), hessian)  # noqa: E731
+    retract = lambda x, idx, dx: integrate(body, x, dx)  # noqa: E731
+    if optimizer == "lm":
+        res = levenberg_marquardt(value_grad, lambda ctx: step_hessian(body, ctx), retract, x0,
+                                  max_iter=max_iter or 50, tol=tol, record_history=record_history)
+    else:
+        _, D = step_hessian(body, value_grad(x0, None)[2])
+        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 500, tol=tol, scale=D,
+                    record_history=record_history)
     return res.x, res
