@@ -415,6 +415,49 @@ _EPS3[0, 1, 2] = _EPS3[1, 2, 0] = _EPS3[2, 0, 1] = 1.0
 _EPS3[0, 2, 1] = _EPS3[2, 1, 0] = _EPS3[1, 0, 2] = -1.0
 
 
+def mixed_moments(body, kin_a, kin_b):
+    """Mass moments of every link shared by two configurations a, b: (c_a = ∫ρP_a, c_b = ∫ρP_b (B, L, 3),
+    S_ab = ∫ρ P_a P_bᵀ (B, L, 3, 3)), with P_x = R_x p0 + t_x."""
+    xp = xp_of(kin_a.R)
+    c = body.arrays(xp, kin_a.R.dtype)
+    m, cl, Sl = c["mass"], c["c"], c["S"]
+    Rca, Rcb = matvec(kin_a.R, cl), matvec(kin_b.R, cl)
+    ta, tb = kin_a.t, kin_b.t
+    S_ab = kin_a.R @ Sl @ xp.swapaxes(kin_b.R, -1, -2) + Rca[..., :, None] * tb[..., None, :] + \
+        ta[..., :, None] * Rcb[..., None, :] + m[:, None, None] * (ta[..., :, None] * tb[..., None, :])
+    return Rca + m[:, None] * ta, Rcb + m[:, None] * tb, S_ab
+
+
+def cross_spatial_form(m, c_a, c_b, S_ab, W=None):
+    """Cross quadratic form of ∫ρ (ω×P_a + v)ᵀ W (ω'×P_b + v') between two configurations (…, 6, 6) so that the
+    form is s_aᵀ K s_b: [[Σ ε_bak ε_cdl W_bc S_ab,kl, [c_a]×W], [−W[c_b]×, mW]] (W = None: identity)."""
+    xp = xp_of(c_a, S_ab)
+    eye = xp.eye(3, dtype=S_ab.dtype)
+    W = xp.broadcast_to(eye, S_ab.shape) if W is None else W
+    eps = xp.asarray(_EPS3, dtype=S_ab.dtype)
+    out = xp.empty(S_ab.shape[:-2] + (6, 6), dtype=S_ab.dtype)
+    out[..., :3, :3] = xp.einsum("bak,cdl,...bc,...kl->...ad", eps, eps, W, S_ab, optimize=True)
+    out[..., :3, 3:] = skew(c_a) @ W
+    out[..., 3:, :3] = -W @ skew(c_b)
+    out[..., 3:, 3:] = xp.asarray(m, dtype=S_ab.dtype)[..., None, None] * W
+    return out
+
+
+def cross_hessian(body, kin_a, kin_b, K):
+    """Σ_links s_i(q_a)ᵀ K_l s_j(q_b) over the links moved by both DOFs (B, nv, nv): the coupling of two
+    configurations through per-link cross forms K (B, L, 6, 6) (e.g. ∫ρ J_aᵀ J_b, the cross mass matrix)."""
+    xp = xp_of(K)
+    c = body.arrays(xp, K.dtype)
+    B, L = K.shape[:2]
+    dl = body.dof_link
+    Kc = (c["subtree"] @ K.reshape(B, L, 36)).reshape(B, L, 6, 6)[:, dl]  # composite forms per DOF
+    Sa, Sb = motion_matrix(kin_a), motion_matrix(kin_b)
+    P1 = Sa @ xp.swapaxes(matvec(Kc, Sb), -1, -2)  # s_i^a · Kc[l(j)] s_j^b: valid when l(i) carries l(j)
+    P2 = matvec(xp.swapaxes(Kc, -1, -2), Sa) @ xp.swapaxes(Sb, -1, -2)  # Kc[l(i)]: valid when l(j) carries l(i)
+    anc = c["dof_anc"]
+    return xp.where(anc > 0, P1, xp.where(xp.swapaxes(anc, 0, 1) > 0, P2, 0.0))
+
+
 def weighted_spatial_form(m, cw, Sw, W):
     """Spatial quadratic form of ∫ρ (ω×P + v)ᵀ W (ω×P + v) (…, 6, 6) for a constant symmetric weight W (…, 3, 3),
     from world moments m (…), c = ∫ρP (…, 3), S = ∫ρPPᵀ (…, 3, 3): [[Σ ε_bak ε_cdl W_bc S_kl, [c]×W], [−W[c]×, mW]]."""

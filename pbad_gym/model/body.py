@@ -236,7 +236,7 @@ class Body:
                 "axis2_outer": conv(self.axis2[:, :, None] * self.axis2[:, None, :]),
                 "axis1_skew": conv(_skew(self.axis1)), "axis2_skew": conv(_skew(self.axis2)), "has_parent": xp.asarray(self.parent >= 0),
                 "subtree": conv(self.subtree),
-                "hess_weight": conv(self.hess_weight), "vel_carrier": conv(self.vel_carrier),
+                "hess_weight": conv(self.hess_weight), "dof_anc": conv(self.subtree[self.dof_link][:, self.dof_link]), "vel_carrier": conv(self.vel_carrier),
             }
         return self._xp_cache[key]
 
