@@ -1,0 +1,21 @@
+"""Gymnasium environments on PBAD: native vector envs (one batched Simulator) and single-env forms.
+
+``SwimmerVectorEnv`` / ``SwimmerEnv``, ``SpiderVectorEnv`` / ``SpiderEnv``; ``SB3VecEnv`` adapts a native vector
+env to Stable-Baselines3's VecEnv API (SB3 is an optional extra: ``pip install pbad_gym[sb3]``); ``render`` holds
+the software renderer and ``write_gif``.
+"""
+from .base import PBADEnv, PBADVectorEnv, validate_solver_options
+from .spider import SpiderEnv, SpiderVectorEnv
+from .swimmer import SwimmerEnv, SwimmerVectorEnv
+
+
+def __getattr__(name):
+    if name == "SB3VecEnv":  # imported lazily: stable-baselines3 is optional
+        from .sb3 import SB3VecEnv
+
+        return SB3VecEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["PBADEnv", "PBADVectorEnv", "SwimmerEnv", "SwimmerVectorEnv", "SpiderEnv", "SpiderVectorEnv",
+           "SB3VecEnv", "validate_solver_options"]

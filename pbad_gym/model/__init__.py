@@ -2,6 +2,7 @@
 from .body import Body, Link
 from .builders import chain
 from .joints import JOINT_DIMS, Joint
+from .robots import spider, swimmer
 from .shapes import Box, Capsule, Sphere
 
-__all__ = ["Body", "Link", "Joint", "JOINT_DIMS", "Capsule", "Sphere", "Box", "chain"]
+__all__ = ["Body", "Link", "Joint", "JOINT_DIMS", "Capsule", "Sphere", "Box", "chain", "swimmer", "spider"]

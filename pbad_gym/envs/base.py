@@ -1,0 +1,440 @@
+"""Native batched Gymnasium environments on one Simulator (DESIGN.md §8).
+
+:class:`PBADVectorEnv` is a ``gymnasium.vector.VectorEnv`` that owns one batched :class:`Simulator`; a concrete
+environment supplies a model, a reset distribution, an observation and a reward (Brax-style) through four hooks.
+:class:`PBADEnv` is the single-environment form (``gymnasium.Env``) built on a batch of one.
+
+Conventions shared by both forms:
+- actions are float arrays in [-1, 1] (clipped, as MuJoCo clamps ``ctrlrange``), scaled by a per-actuator gear;
+  a wrong shape or a non-numeric dtype raises ``ValueError`` / ``TypeError``; NaN or inf raises ``ValueError``
+  naming the sub-environments, unless ``nonfinite_action="zero"`` replaces them by 0 (reported in
+  ``info["action_sanitised"]``);
+- autoreset NEXT_STEP (``metadata["autoreset_mode"]`` is the ``AutoresetMode`` enum): the step after a
+  sub-environment ended resets it, ignores its action and returns reward 0;
+- sub-environment i draws its reset noise from its own generator, seeded with ``seed + i`` by
+  ``reset(seed=seed)`` — the seeds ``SyncVectorEnv`` gives its sub-environments, so the native batch and
+  ``make_vec(..., vectorization_mode="sync")`` produce the same trajectories;
+- ``reset(options={"reset_mask": mask})`` resets only the masked sub-environments, leaving the others' states
+  untouched bit for bit;
+- a sub-environment whose state turns non-finite, or whose solver has not converged for more than
+  ``max_unconverged_steps`` consecutive steps, is truncated with ``info["diverged"]``, reward 0, its last finite
+  observation, and restored to its pre-step state until the autoreset; the others are unaffected.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from ..backend import to_numpy
+from ..energies import contact_state
+from ..kinematics import forward_kinematics, integrate, matvec
+from ..simulator import OPTIMIZERS, Simulator
+
+ORDERS = (2,)
+FUTURE_ORDERS = (3, 4)
+FUTURE_OPTIMIZERS = ("lbfgs",)
+CONTACT_MODELS = ("penalty",)
+FUTURE_CONTACT_MODELS = ("impulse",)
+LCP_METHODS = ("pgs", "amgs", "block_pgs")
+NONFINITE_ACTIONS = ("raise", "zero")
+
+
+def validate_solver_options(order, optimizer, contact_model, lcp_method):
+    """Check the solver options an environment accepts today; name the accepted values otherwise."""
+    if order not in ORDERS:
+        if order in FUTURE_ORDERS:
+            raise NotImplementedError(f"order={order!r}: high-order collocation (order 3, 4) is not available yet; "
+                                      f"accepted: {ORDERS}")
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if optimizer not in OPTIMIZERS:
+        if optimizer in FUTURE_OPTIMIZERS:
+            raise NotImplementedError(f"optimizer={optimizer!r} is not available in the Simulator yet; "
+                                      f"accepted: {OPTIMIZERS}")
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if contact_model not in CONTACT_MODELS:
+        if contact_model in FUTURE_CONTACT_MODELS:
+            raise NotImplementedError(f"contact_model={contact_model!r} is not available yet; "
+                                      f"accepted: {CONTACT_MODELS}")
+        raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
+    if lcp_method not in LCP_METHODS:
+        raise ValueError(f"lcp_method must be one of {LCP_METHODS}, got {lcp_method!r}")
+
+
+def _positive_int(value, name, allow_none=False):
+    if allow_none and value is None:
+        return None
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
+
+
+class PBADVectorEnv(gymnasium.vector.VectorEnv):
+    """Base of the native batched environments. Subclasses set ``obs_dim`` and implement :meth:`_build_body`,
+    :meth:`_sim_options`, :meth:`_initial_state`, :meth:`_observe` and :meth:`_reward` (see their docstrings).
+
+    Common keyword arguments: num_envs, max_episode_steps (None: no time limit), dt, order, optimizer, max_iter,
+    tol, contact_model, lcp_method, device, dtype, render_mode, nonfinite_action ("raise" | "zero"),
+    max_unconverged_steps, render_width, render_height, render_num_envs (how many sub-environments
+    ``render()`` draws).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    obs_dim: int = 0
+
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=50, tol=None,
+                 contact_model="penalty", lcp_method="pgs", device="cpu", dtype=np.float64, render_mode=None,
+                 nonfinite_action="raise", max_unconverged_steps=10, render_width=320, render_height=240,
+                 render_num_envs=4):
+        self.num_envs = _positive_int(num_envs, "num_envs")
+        self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps", allow_none=True)
+        validate_solver_options(order, optimizer, contact_model, lcp_method)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if nonfinite_action not in NONFINITE_ACTIONS:
+            raise ValueError(f"nonfinite_action must be one of {NONFINITE_ACTIONS}, got {nonfinite_action!r}")
+        self.max_unconverged_steps = _positive_int(max_unconverged_steps, "max_unconverged_steps")
+        self.order, self.optimizer, self.contact_model, self.lcp_method = order, optimizer, contact_model, lcp_method
+        self.render_mode, self.nonfinite_action = render_mode, nonfinite_action
+        self.render_width = _positive_int(render_width, "render_width")
+        self.render_height = _positive_int(render_height, "render_height")
+        self.render_num_envs = _positive_int(render_num_envs, "render_num_envs")
+
+        self.body = self._build_body()
+        self.actuated = np.asarray(self.body.meta["actuated"], dtype=np.int64)
+        self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
+        self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
+                             max_iter=max_iter, tol=tol, **self._sim_options())
+        self.dt = self.sim.dt
+        self.xp = self.sim.xp
+
+        n_act = len(self.actuated)
+        self.single_action_space = spaces.Box(-1.0, 1.0, (n_act,), dtype=np.float32)
+        big = float(np.finfo(np.float32).max)  # every finite float32 (infinite bounds make check_env warn)
+        self.single_observation_space = spaces.Box(-big, big, (self.obs_dim,), dtype=np.float32)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+
+        B = self.num_envs
+        self._rngs = [None] * B
+        self._elapsed = np.zeros(B, dtype=np.int64)
+        self._unconverged = np.zeros(B, dtype=np.int64)
+        self._needs_reset = np.zeros(B, dtype=bool)
+        self._obs = np.zeros((B, self.obs_dim), dtype=np.float32)
+        self._has_reset = False
+
+    # --- hooks ----------------------------------------------------------------------------------------------
+    def _build_body(self):
+        """The Body (with ``meta["actuated"]``: the DOF indices the actions drive)."""
+        raise NotImplementedError
+
+    def _gear(self):
+        """Per-actuator torque scale [N m] (scalar or (n_act,))."""
+        raise NotImplementedError
+
+    def _sim_options(self) -> dict:
+        """Simulator keyword arguments: gravity, drag, contact, limit_stiffness, damping."""
+        raise NotImplementedError
+
+    def _initial_state(self, rng) -> tuple:
+        """One sub-environment's reset state (q (nq,), qd (nv,)) drawn from generator ``rng``."""
+        raise NotImplementedError
+
+    def _observe(self, q, qd, kin, before=None) -> np.ndarray:
+        """Observations (n, obs_dim) of states q (n, nq), qd (n, nv) with kinematics ``kin`` (NumPy arrays);
+        ``before``: the previous state's summary when the state follows a step (None after a reset)."""
+        raise NotImplementedError
+
+    def _reward(self, before, after, action) -> tuple:
+        """(reward (B,), terminated (B,), info dict of (B,) arrays) of one step from the ``before`` / ``after``
+        summaries (:meth:`_summary`) and the clipped actions (B, n_act)."""
+        raise NotImplementedError
+
+    def _summary(self, q, qd, kin) -> dict:
+        """Quantities the reward needs from a state (NumPy arrays); default: the centre of mass."""
+        return {"com": self.centre_of_mass(kin)}
+
+    # --- state helpers --------------------------------------------------------------------------------------
+    def centre_of_mass(self, kin):
+        """Centre of mass (n, 3) of the body at kinematics ``kin``."""
+        b = self.body
+        c = b.arrays(self.xp, self.sim.dtype)
+        m = c["mass"]
+        moment = m[None, :, None] * kin.t + matvec(kin.R, c["c"])
+        return to_numpy(self.xp.sum(moment, 1) / b.total_mass)
+
+    def _kinematics(self):
+        """Kinematics of the current configuration (the Simulator's cached one when it has it)."""
+        kin = getattr(self.sim, "_kin", None)
+        return kin if kin is not None else forward_kinematics(self.body, self.sim.q)
+
+    def _state_numpy(self):
+        return to_numpy(self.sim.q), to_numpy(self.sim.qd)
+
+    def set_state(self, q, qd, mask=None):
+        """Overwrite the state of the sub-environments selected by ``mask`` (B,) bool (default: all) with
+        q (n, nq) and qd (n, nv), n = mask.sum(); the other sub-environments keep their state bit for bit."""
+        mask = np.ones(self.num_envs, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"mask must have shape ({self.num_envs},), got {mask.shape}")
+        n = int(mask.sum())
+        body, xp, sim = self.body, self.xp, self.sim
+        q = np.asarray(q, dtype=np.float64).reshape(n, body.nq)
+        qd = np.asarray(qd, dtype=np.float64).reshape(n, body.nv)
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
+            raise ValueError("set_state: q and qd must be finite")
+        if n == 0:
+            return
+        if n == self.num_envs:
+            sim.reset(q, qd)
+            return
+        self._write_rows(mask, xp.asarray(q, dtype=sim.dtype), xp.asarray(qd, dtype=sim.dtype))
+
+    def _write_rows(self, mask, q, qd=None, q_prev=None):
+        """Write rows of the Simulator's PBAD state in place (the Simulator's reset() always resets the whole
+        batch and rebuilds q_prev from qd, which would change the other rows by round-off). Either qd (the
+        previous configuration follows as in Simulator.reset) or q_prev is given."""
+        sim, body, xp = self.sim, self.body, self.xp
+        idx = xp.asarray(np.nonzero(mask)[0])
+        from ..kinematics import normalize
+        q = normalize(body, q)
+        if q_prev is None:
+            q_prev = integrate(body, q, -sim.dt * qd)
+        sim._q = sim._q.copy()
+        sim._q_prev = sim._q_prev.copy()
+        sim._q[idx], sim._q_prev[idx] = q, q_prev
+        sim._kin = forward_kinematics(body, sim._q)
+        sim._kin_prev = None
+        if sim.forces.contact is not None:
+            fresh = contact_state(body, sim._kin, sim.forces.contact, sim.dt)
+            if sim._contact is None:
+                sim._contact = fresh
+            else:
+                for key, val in fresh.items():
+                    old = sim._contact[key].copy()
+                    old[idx] = val[idx]
+                    sim._contact[key] = old
+
+    # --- action handling ------------------------------------------------------------------------------------
+    def _check_action(self, action, batched=True):
+        shape = (self.num_envs, len(self.actuated)) if batched else (len(self.actuated),)
+        a = np.asarray(to_numpy(action))
+        if a.dtype == object or not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) \
+                or a.dtype == bool:
+            raise TypeError(f"action must be a real-valued (float) array of shape {shape}, got dtype {a.dtype}")
+        if a.shape != shape:
+            raise ValueError(f"action must have shape {shape} (num_envs, actuators), got {a.shape}")
+        a = a.astype(np.float64).reshape(self.num_envs, -1)
+        bad = ~np.all(np.isfinite(a), axis=1)
+        if bad.any():
+            if self.nonfinite_action == "raise":
+                raise ValueError(f"action contains NaN or inf in sub-environment(s) {np.nonzero(bad)[0].tolist()}; "
+                                 "pass finite actions or construct the env with nonfinite_action='zero'")
+            a = np.where(np.isfinite(a), a, 0.0)
+        return np.clip(a, -1.0, 1.0), bad
+
+    # --- core step on all rows ------------------------------------------------------------------------------
+    def _advance(self, action, skip=None):
+        """One physics step of every row under clipped actions (B, n_act); rows in ``skip`` get zero torque.
+        Returns (obs float32 (B, obs_dim), reward (B,), terminated (B,), diverged (B,), info)."""
+        sim, xp = self.sim, self.xp
+        B = self.num_envs
+        q_prev_before, q_before = sim._q_prev, sim._q
+        before = self._last_summary
+        ctrl = action if skip is None else np.where(skip[:, None], 0.0, action)
+        tau = np.zeros((B, self.body.nv))
+        tau[:, self.actuated] = ctrl * self.gear
+        with np.errstate(all="ignore"):
+            res = sim.step(xp.asarray(tau, dtype=sim.dtype))
+            q, qd = self._state_numpy()
+            kin = self._kinematics()
+            obs = self._observe(q, qd, kin, before)
+            after = self._summary(q, qd, kin)
+            reward, terminated, info = self._reward(before, after, action)
+        converged = to_numpy(res["converged"]).astype(bool)
+        self._unconverged = np.where(converged, 0, self._unconverged + 1)
+        finite = (np.all(np.isfinite(q), 1) & np.all(np.isfinite(qd), 1) & np.all(np.isfinite(obs), 1)
+                  & np.isfinite(reward))
+        diverged = ~finite | (self._unconverged > self.max_unconverged_steps)
+        if skip is not None:
+            diverged &= ~skip
+        if diverged.any():
+            # restore the pre-step state of the diverged rows; they are reset by the next step (autoreset)
+            self._write_rows(diverged, q_before[xp.asarray(diverged)], q_prev=q_prev_before[xp.asarray(diverged)])
+            obs = np.where(diverged[:, None], self._obs, obs)
+            reward = np.where(diverged, 0.0, reward)
+            terminated = terminated & ~diverged
+            for key, val in info.items():
+                if val.dtype.kind == "f":
+                    info[key] = np.where(diverged, 0.0, val)
+            after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
+                     for k, v in after.items()}
+        self._last_summary = after
+        info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
+        info["converged"] = converged
+        info["diverged"] = diverged
+        return obs.astype(np.float32), np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
+
+    def _reset_rows(self, mask):
+        """Draw reset states for the masked rows from their generators and write them; returns nothing."""
+        rows = np.nonzero(mask)[0]
+        states = [self._initial_state(self._rngs[i]) for i in rows]
+        q = np.stack([s[0] for s in states])
+        qd = np.stack([s[1] for s in states])
+        if len(rows) == self.num_envs:
+            self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype))
+        else:
+            self._write_rows(mask, self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype))
+        self._elapsed[rows] = 0
+        self._unconverged[rows] = 0
+        self._needs_reset[rows] = False
+
+    def _refresh(self, mask=None):
+        """Recompute observations and reward summaries of the masked rows from the current state."""
+        q, qd = self._state_numpy()
+        kin = self._kinematics()
+        obs = self._observe(q, qd, kin).astype(np.float32)
+        summary = self._summary(q, qd, kin)
+        if mask is None or not getattr(self, "_last_summary", None):
+            self._obs, self._last_summary = obs, summary
+        else:
+            self._obs = np.where(mask[:, None], obs, self._obs)
+            self._last_summary = {k: np.where(mask.reshape((-1,) + (1,) * (v.ndim - 1)), v, self._last_summary[k])
+                                  for k, v in summary.items()}
+
+    # --- gymnasium API --------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Reset every sub-environment, or those in ``options["reset_mask"]`` (B,) bool. ``seed`` (int) seeds
+        sub-environment i's generator with seed + i (a list of B ints or None seeds each one)."""
+        super().reset(seed=seed if isinstance(seed, (int, np.integer)) else None)
+        B = self.num_envs
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; accepted: ['reset_mask']")
+        mask = np.ones(B, dtype=bool) if mask is None else np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (B,):
+            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({B},), got {mask!r}")
+        if not self._has_reset and not mask.all():
+            raise ValueError("the first reset must reset every sub-environment (no reset_mask)")
+        if seed is None:
+            seeds = [None] * B
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(B)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != B:
+                raise ValueError(f"seed must be an int, None or a list of {B} ints/None, got {seed!r}")
+        for i in np.nonzero(mask)[0]:
+            if seeds[i] is not None or self._rngs[i] is None:
+                s = seeds[i] if seeds[i] is not None else int(self.np_random.integers(2**31 - 1))
+                self._rngs[i], _ = seeding.np_random(s)
+        self._reset_rows(mask)
+        self._refresh(mask if self._has_reset else None)
+        self._has_reset = True
+        return self._obs.copy(), self._reset_info(mask)
+
+    def _reset_info(self, mask):
+        q, _ = self._state_numpy()
+        info = self._state_info(q, self._last_summary)
+        return info
+
+    def _state_info(self, q, summary):
+        com = summary["com"]
+        return {"x_position": com[:, 0].copy(), "y_position": com[:, 1].copy()}
+
+    def step(self, actions):
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        a, sanitised = self._check_action(actions)
+        pending = self._needs_reset.copy()
+        obs, reward, terminated, diverged, info = self._advance(a, skip=pending if pending.any() else None)
+        self._elapsed += 1
+        truncated = diverged.copy()
+        if self.max_episode_steps is not None:
+            truncated |= self._elapsed >= self.max_episode_steps
+        truncated &= ~terminated
+        self._obs = obs
+        if pending.any():
+            self._reset_rows(pending)
+            self._refresh(pending)
+            obs = self._obs
+            reward = np.where(pending, 0.0, reward)
+            terminated, truncated = terminated & ~pending, truncated & ~pending
+            for key, val in info.items():
+                if val.dtype.kind == "f":
+                    info[key] = np.where(pending, 0.0, val)
+            info["diverged"] = info["diverged"] & ~pending
+        self._needs_reset = terminated | truncated
+        info["action_sanitised"] = sanitised
+        return obs.copy(), reward, terminated, truncated, info
+
+    def render(self):
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called without a render_mode; construct the env with "
+                                  "render_mode='rgb_array'")
+            return None
+        from .render import render_frames
+
+        n = min(self.num_envs, self.render_num_envs)
+        return tuple(render_frames(self, np.arange(n)))
+
+
+class PBADEnv(gymnasium.Env):
+    """Single-environment form: the vector environment ``vector_cls`` with one sub-environment, no autoreset and
+    no time limit of its own (``gymnasium.make`` adds the registered TimeLimit). Same keyword arguments."""
+
+    vector_cls = PBADVectorEnv
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, **kwargs):
+        if "num_envs" in kwargs:
+            raise ValueError("num_envs is a vector-env argument; use gymnasium.make_vec for batches")
+        kwargs.setdefault("max_episode_steps", None)
+        self.vec = self.vector_cls(num_envs=1, **kwargs)
+        self.render_mode = self.vec.render_mode
+        self.metadata = {"render_modes": ["rgb_array"], "render_fps": int(round(1.0 / self.vec.dt))}
+        self.action_space = self.vec.single_action_space
+        self.observation_space = self.vec.single_observation_space
+        self._done = False
+
+    @property
+    def dt(self):
+        return self.vec.dt
+
+    @property
+    def sim(self):
+        return self.vec.sim
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; the single env accepts none")
+        obs, info = self.vec.reset(seed=seed)
+        return obs[0], {k: v[0].item() for k, v in info.items()}
+
+    def step(self, action):
+        vec = self.vec
+        if not vec._has_reset:
+            raise RuntimeError("call reset() before step()")
+        a, sanitised = vec._check_action(action, batched=False)
+        obs, reward, terminated, diverged, info = vec._advance(a)
+        vec._obs = obs
+        vec._elapsed += 1
+        truncated = bool(diverged[0])
+        info["action_sanitised"] = sanitised
+        return (obs[0], float(reward[0]), bool(terminated[0]), truncated,
+                {k: v[0].item() for k, v in info.items()})
+
+    def render(self):
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called without a render_mode")
+            return None
+        from .render import render_frames
+
+        return render_frames(self.vec, np.arange(1))[0]

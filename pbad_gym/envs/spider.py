@@ -1,0 +1,189 @@
+"""Spider: a four-legged walker on penalty ground contact (the PBAD paper's spider, proportioned as Ant-v5)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..energies.contact import sphere_centres
+from ..kinematics import integrate
+from ..model.robots import spider
+from .base import PBADEnv, PBADVectorEnv
+
+
+class SpiderVectorEnv(PBADVectorEnv):
+    """## Description
+    A spherical torso (radius 0.25 m) on a free joint with four legs along the diagonals; each leg is a thigh on a
+    2-DOF hip (universal joint: yaw, then pitch) and a shin on a 1-DOF knee: 6 + 12 = 18 DOF, 12 actuators,
+    182 kg, proportions of Gymnasium's Ant-v5. Gravity; ground contact is a penalty energy on 13 contact
+    spheres (torso, hips, knees, feet) with viscous friction (paper eq. 16). Joint ranges are enforced by a
+    penalty, so the unactuated spider stands on its feet (like the Ant on its joint limits). The goal is to
+    walk along +x. Physics: PBAD order 2, Δt = 0.02 s.
+
+    ## Action space
+    Box(-1, 1, (12,), float32): per leg (front-left, back-left, back-right, front-right) hip yaw, hip pitch and
+    knee torques, scaled by ``gear`` [N m] (clipped).
+
+    ## Observation space
+    Box(-f32max, f32max, (35,), float32) — torso height z (1), torso orientation quaternion (w, x, y, z) (4), joint
+    angles (12), torso linear velocity (3, world), torso angular velocity (3, body frame), joint velocities (12).
+    ``exclude_current_positions_from_observation=False`` prepends torso x, y (37);
+    ``include_contact_forces_in_observation=True`` appends each contact sphere's ground force (13 x 3, world
+    frame, clipped to ``contact_force_range``).
+
+    ## Rewards
+    reward = healthy_reward + forward_reward − ctrl_cost − contact_cost with forward_reward =
+    forward_reward_weight · ẋ_torso, ctrl_cost = ctrl_cost_weight · ‖a‖², contact_cost = contact_cost_weight ·
+    ‖clip(contact forces, contact_force_range)‖², healthy_reward paid while healthy (as Ant-v5). info: reward_survive, reward_forward, reward_ctrl, reward_contact (the terms, signed
+    as they enter the sum).
+
+    ## Starting state
+    Torso ``init_height`` above the ground (default: 0.1 m above the height of the straight legs' feet), joints at
+    0, every coordinate perturbed by U(−s, s) (rotations as a rotation vector), velocities by s·N(0, 1),
+    s = ``reset_noise_scale``; the spider drops and settles on its feet at z ≈ 0.385 m.
+
+    ## Episode end
+    Termination when unhealthy (if ``terminate_when_unhealthy``): torso height outside ``healthy_z_range`` or the
+    torso flipped (its up axis' z component below ``healthy_up_min``). Truncation after ``max_episode_steps``
+    (1000) or with ``info["diverged"]``.
+
+    ## Arguments
+    num_envs=1, max_episode_steps=1000, forward_reward_weight=1.0, ctrl_cost_weight=0.5, contact_cost_weight=5e-4,
+    healthy_reward=1.0, terminate_when_unhealthy=True, healthy_z_range=(0.2, 1.0), healthy_up_min=0.0,
+    contact_force_range=(-1.0, 1.0), reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
+    include_contact_forces_in_observation=False, gear=150.0 [N m], contact_stiffness=5e4 [N/m],
+    friction="viscous" | "coulomb", friction_damping=1000.0 [N s/m], mu=1.0, limit_stiffness=1e4 [N m/rad],
+    joint_damping=1.0 [N m s/rad], init_height=None, dt=0.02 [s], order=2, optimizer="lm", max_iter=50,
+    tol=None, contact_model="penalty" ("impulse" later), lcp_method="pgs", device="cpu", dtype=np.float64,
+    render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
+    render_width=320, render_height=240, render_num_envs=4.
+
+    ## Version history
+    v0: first version (universal hips, hinge knees, penalty contact, viscous friction).
+    """
+
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, forward_reward_weight=1.0, ctrl_cost_weight=0.5,
+                 contact_cost_weight=5e-4, healthy_reward=1.0, terminate_when_unhealthy=True,
+                 healthy_z_range=(0.2, 1.0), healthy_up_min=0.0, contact_force_range=(-1.0, 1.0),
+                 reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
+                 include_contact_forces_in_observation=False, gear=150.0, contact_stiffness=5e4,
+                 friction="viscous", friction_damping=1000.0, mu=1.0, limit_stiffness=1e4, joint_damping=1.0,
+                 init_height=None, dt=0.02, **kwargs):
+        self.forward_reward_weight = float(forward_reward_weight)
+        self.ctrl_cost_weight = float(ctrl_cost_weight)
+        self.contact_cost_weight = float(contact_cost_weight)
+        self.healthy_reward = float(healthy_reward)
+        self.terminate_when_unhealthy = bool(terminate_when_unhealthy)
+        lo, hi = (float(x) for x in healthy_z_range)
+        if not lo < hi:
+            raise ValueError(f"healthy_z_range must be (low, high) with low < high, got {healthy_z_range!r}")
+        self.healthy_z_range = (lo, hi)
+        self.healthy_up_min = float(healthy_up_min)
+        clo, chi = (float(x) for x in contact_force_range)
+        if not clo < chi:
+            raise ValueError(f"contact_force_range must be (low, high) with low < high, got {contact_force_range!r}")
+        self.contact_force_range = (clo, chi)
+        self.reset_noise_scale = float(reset_noise_scale)
+        if not self.reset_noise_scale >= 0:
+            raise ValueError(f"reset_noise_scale must be non-negative, got {reset_noise_scale!r}")
+        self.exclude_positions = bool(exclude_current_positions_from_observation)
+        self.include_contact = bool(include_contact_forces_in_observation)
+        self.gear_value = gear
+        self.contact = dict(stiffness=float(contact_stiffness), friction=friction, damping=float(friction_damping),
+                            mu=float(mu), slip_velocity=0.01)
+        self.limit_stiffness, self.joint_damping = float(limit_stiffness), float(joint_damping)
+        self.init_height = init_height
+        self.n_spheres = 13
+        self.obs_dim = 35 + (0 if self.exclude_positions else 2) + (3 * self.n_spheres if self.include_contact else 0)
+        super().__init__(num_envs, max_episode_steps, dt=dt, **kwargs)
+        if len(self.body.contact_points()[0]) != self.n_spheres:
+            raise RuntimeError("spider model and environment disagree on the contact spheres")
+        if self.init_height is None:
+            self.init_height = self.body.meta["stand_height"] + 0.1
+
+    def _build_body(self):
+        return spider()
+
+    def _gear(self):
+        g = np.asarray(self.gear_value, dtype=float)
+        if not (np.all(np.isfinite(g)) and np.all(g > 0)):
+            raise ValueError(f"gear must be positive, got {self.gear_value!r}")
+        return g
+
+    def _sim_options(self):
+        damping = np.zeros(self.body.nv)
+        damping[6:] = self.joint_damping
+        return {"contact": self.contact, "limit_stiffness": self.limit_stiffness, "damping": damping}
+
+    def _initial_state(self, rng):
+        s, body = self.reset_noise_scale, self.body
+        q0 = body.q0()
+        q0[2] = self.init_height
+        q = integrate(body, q0[None], rng.uniform(-s, s, body.nv)[None])[0]
+        qd = s * rng.standard_normal(body.nv)
+        return q, qd
+
+    # --- contact forces -------------------------------------------------------------------------------------
+    def _summary(self, q, qd, kin):
+        P = np.asarray(sphere_centres(self.body, kin))
+        return {"com": self.centre_of_mass(kin), "torso": q[:, :3].copy(), "quat": q[:, 3:7].copy(), "spheres": P}
+
+    def contact_forces(self, before, after):
+        """Ground force on each contact sphere (B, S, 3) [N] over the last step: normal D1·d at the new state,
+        viscous friction −D2·Δp∥/Δt on spheres in contact at the old one (Coulomb: bounded by μN)."""
+        c = self.sim.forces.contact
+        r = self.body.contact_points()[2]
+        P0, P1 = before["spheres"], after["spheres"]
+        d1 = np.maximum(0.0, r - (P1[..., 2] - c.height))
+        active = (r - (P0[..., 2] - c.height)) > 0
+        F = np.zeros_like(P1)
+        F[..., 2] = c.stiffness * d1
+        v = (P1 - P0)[..., :2] / self.dt
+        if c.friction == "viscous":
+            F[..., :2] = -c.damping * v * active[..., None]
+        elif c.friction == "coulomb":
+            n0 = c.stiffness * np.maximum(0.0, r - (P0[..., 2] - c.height))
+            speed = np.maximum(np.linalg.norm(v, axis=-1), c.slip_velocity)
+            F[..., :2] = -(c.mu * n0 / speed)[..., None] * v * active[..., None]
+        return F
+
+    def _observe(self, q, qd, kin, before=None):
+        parts = [q[:, 2:] if self.exclude_positions else q, qd]
+        if self.include_contact:
+            after = self._summary(q, qd, kin)
+            F = self.contact_forces(after if before is None else before, after)  # no step yet: normal force only
+            parts.append(np.clip(F, *self.contact_force_range).reshape(len(q), -1))
+        return np.concatenate(parts, axis=1)
+
+    def healthy(self, q):
+        """(B,) bool: finite state, torso height in healthy_z_range, torso up axis z ≥ healthy_up_min."""
+        z = q[:, 2]
+        w, x, y = q[:, 3], q[:, 4], q[:, 5]
+        up_z = 1.0 - 2.0 * (x * x + y * y)
+        finite = np.all(np.isfinite(q), axis=1)
+        with np.errstate(invalid="ignore"):
+            return finite & (z >= self.healthy_z_range[0]) & (z <= self.healthy_z_range[1]) & (
+                up_z >= self.healthy_up_min)
+
+    def _reward(self, before, after, action):
+        vel = (after["torso"] - before["torso"]) / self.dt
+        q = after["torso"]
+        healthy = self.healthy(np.concatenate([after["torso"], after["quat"]], axis=1))
+        forward = self.forward_reward_weight * vel[:, 0]
+        ctrl = -self.ctrl_cost_weight * np.sum(action * action, axis=1)
+        F = np.clip(self.contact_forces(before, after), *self.contact_force_range)
+        contact = -self.contact_cost_weight * np.sum(F * F, axis=(1, 2))
+        survive = self.healthy_reward * healthy
+        terminated = ~healthy if self.terminate_when_unhealthy else np.zeros(len(q), dtype=bool)
+        info = {"reward_survive": survive, "reward_forward": forward, "reward_ctrl": ctrl, "reward_contact": contact,
+                "x_position": q[:, 0].copy(), "y_position": q[:, 1].copy(), "z_position": q[:, 2].copy(),
+                "distance_from_origin": np.linalg.norm(q[:, :2], axis=1), "x_velocity": vel[:, 0],
+                "y_velocity": vel[:, 1]}
+        return survive + forward + ctrl + contact, terminated, info
+
+    def _state_info(self, q, summary):
+        return {"x_position": q[:, 0].copy(), "y_position": q[:, 1].copy(), "z_position": q[:, 2].copy()}
+
+
+class SpiderEnv(PBADEnv):
+    __doc__ = "Single-environment form of :class:`SpiderVectorEnv` (same arguments, no num_envs).\n\n" + (
+        SpiderVectorEnv.__doc__ or "")
+    vector_cls = SpiderVectorEnv
