@@ -1,0 +1,283 @@
+"""Impulse ground contact for PBAD (DESIGN.md §7, ``contact_model="impulse"``).
+
+One step from (q_{k−1}, q_k) under τ:
+
+1. q̃ = PBAD step with every energy except contact (gravity, drag, actuation, limits, damping);
+   ṽ = (q̃ ⊖ q_k)/Δt, a tangent vector at q_k (B, nv).
+2. Contact candidates: spheres whose gap g = P_z − h − r is below ``margin`` at q_k *or* at q̃ (q̃ catches a
+   fast body that would cross the margin band within the step). Each contact gives rows (n, t1, t2) =
+   (world z, world x, world y) of the Jacobian J (B, 3c, nv) of the sphere's **lowest point** P − r·n, taken at
+   q_k, i.e. in q_k's tangent space, the space ṽ and v live in. The normal row is the same for the centre and
+   the lowest point; the tangent rows differ by ω × (−r n), which is what lets a sphere roll instead of skid.
+   Per-trajectory contact counts are padded to the batch's largest count with the LCP's ``mask``.
+3. M_eff = Δt²·H(q̃): the step Hessian at q̃ (``effective_mass="gauss_newton"``, the default: M(q̃) plus the
+   Gauss-Newton curvature of drag, limits and damping — always SPD; "exact": the exact step Hessian; "mass":
+   the plain mass matrix M(q̃) from CRBA). Δt²H is the exact linear response of the implicit step to a
+   constant force Jᵀλ/Δt held over the step, so damping/drag/limit stiffness are seen by the impulse.
+   A = J M_eff⁻¹ Jᵀ, b = J ṽ − target, target on normal rows only:
+       gap > 0 (speculative):   target = −gap/Δt       (the contact may close its gap this step, no further)
+       gap ≤ 0 (penetrating):   target = β·max(0, −gap − slop)/Δt   (Baumgarte, none inside the slop)
+       restitution e > 0:       target = max(target, e·|J_n ṽ|) when the contact closes this step and
+                                |J_n ṽ| > bounce_velocity.
+4. Boxed LCP in impulses λ [N s]: λ_n ≥ 0, |λ_t| ≤ μλ_n per tangent (friction pyramid, lcp.Friction), solved by
+   :func:`pbad_gym.lcp.solve`, warm-started from the previous step's per-sphere impulses (× ``warm_start``).
+5. v = ṽ + M_eff⁻¹Jᵀλ; q_{k+1} = q_k ⊕ Δt·v. The Simulator then keeps q_k as q_prev, so its velocity
+   (q_{k+1} ⊖ q_k)/Δt is v exactly and the next PBAD step's inertia target carries v. Trajectories with no
+   contact return q̃ itself.
+
+Units: q as the joints define (m, rad), v [m/s, rad/s], λ [N s], Δt [s], lengths [m].
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .backend import xp_of
+from .dynamics import crba
+from .energies import ForceModel
+from .integrators.pbad import (HESSIANS, as_force_model, pbad_step, prepare_step, step_energy_grad,
+                               step_hessian)
+from .kinematics import difference, forward_kinematics, integrate, matvec, point_jacobian
+from .lcp import METHODS, ORDERS, Friction, solve
+
+CONTACT_MODELS = ("penalty", "impulse")
+EFFECTIVE_MASSES = ("gauss_newton", "exact", "mass")
+
+
+@dataclass(frozen=True)
+class ImpulseContact:
+    """Impulse ground contact against the plane z = ``height`` [m].
+
+    mu: Coulomb friction coefficient (pyramid per tangent direction). baumgarte: β in [0, 1], the fraction of the
+    penetration beyond ``slop`` [m] removed per step. margin [m]: spheres closer than this (at q_k or q̃) become
+    contacts. restitution e in [0, 1] with bounce_velocity [m/s] below which impacts are inelastic.
+    warm_start: factor in [0, 1] on last step's impulses as the LCP start (0: cold start). effective_mass: see
+    the module docstring ("gauss_newton", "exact", "mass").
+    """
+
+    mu: float = 0.5
+    baumgarte: float = 0.2
+    slop: float = 1e-3
+    margin: float = 0.02
+    restitution: float = 0.0
+    bounce_velocity: float = 0.5
+    height: float = 0.0
+    warm_start: float = 1.0
+    effective_mass: str = "gauss_newton"
+
+    def __post_init__(self):
+        for name in ("mu", "slop", "margin", "bounce_velocity"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"impulse contact {name} must be a finite non-negative number, got {v!r}")
+        for name in ("baumgarte", "restitution", "warm_start"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and 0 <= v <= 1):
+                raise ValueError(f"impulse contact {name} must lie in [0, 1], got {v!r}")
+        if not np.isfinite(self.height):
+            raise ValueError(f"impulse contact height must be finite, got {self.height!r}")
+        if self.effective_mass not in EFFECTIVE_MASSES:
+            raise ValueError(f"effective_mass must be one of {EFFECTIVE_MASSES}, got {self.effective_mass!r}")
+
+
+def make_impulse_contact(spec):
+    """ImpulseContact from None/True (defaults), a dict of its fields, or an ImpulseContact."""
+    if spec is None or spec is True:
+        return ImpulseContact()
+    if isinstance(spec, dict):
+        return ImpulseContact(**spec)
+    if isinstance(spec, ImpulseContact):
+        return spec
+    raise ValueError(f"impulse contact must be None, True, a dict or an ImpulseContact, got {spec!r}")
+
+
+class ImpulseState(NamedTuple):
+    """What the Simulator keeps between impulse steps: impulse (B, S, 3) [N s] per contact sphere in the
+    (n, t1, t2) = (z, x, y) frame of the last step (0 for spheres that were not in contact)."""
+
+    impulse: object
+
+
+def initial_state(body, batch, xp=np, dtype=np.float64):
+    """Zero impulses for ``batch`` trajectories of ``body``."""
+    S = len(body.contact_points()[0])
+    return ImpulseState(xp.zeros((int(batch), S, 3), dtype=dtype))
+
+
+def check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol):
+    """Validate the LCP options (clear errors before any work)."""
+    if lcp_method not in METHODS:
+        raise ValueError(f"lcp_method must be one of {METHODS}, got {lcp_method!r}")
+    if not isinstance(lcp_order, str) or lcp_order not in ORDERS + ("block",):
+        raise ValueError(f"lcp_order must be one of {ORDERS + ('block',)}, got {lcp_order!r}")
+    if lcp_method == "block_pgs" and lcp_order not in ("default", "random"):
+        raise ValueError(f"lcp_method='block_pgs' takes lcp_order 'default' or 'random', got {lcp_order!r}")
+    if int(lcp_iterations) != lcp_iterations or lcp_iterations < 1:
+        raise ValueError(f"lcp_iterations must be a positive integer, got {lcp_iterations!r}")
+    if not (np.isfinite(lcp_tol) and lcp_tol >= 0):
+        raise ValueError(f"lcp_tol must be a non-negative number, got {lcp_tol!r}")
+
+
+# --- contact geometry ------------------------------------------------------------------------------------------
+def sphere_gaps(body, kin, height):
+    """Centres P (B, S, 3) and signed gaps P_z − h − r (B, S) [m] of the contact spheres at poses ``kin``."""
+    xp = xp_of(kin.R)
+    c = body.arrays(xp, kin.R.dtype)
+    link = c["contact_link"]
+    P = kin.t[:, link] + matvec(kin.R[:, link], c["contact_p0"])
+    return P, P[..., 2] - height - c["contact_r"]
+
+
+def contact_jacobian(body, kin, P):
+    """Jacobian (B, S, 3, nv) of each sphere's lowest point P − r·ẑ, rows ordered (n, t1, t2) = (z, x, y)."""
+    xp = xp_of(kin.R)
+    c = body.arrays(xp, kin.R.dtype)
+    link = c["contact_link"]
+    low = P.copy()
+    low[..., 2] -= c["contact_r"]
+    p0 = matvec(xp.swapaxes(kin.R[:, link], -1, -2), low - kin.t[:, link])  # link-frame offsets (B, S, 3)
+    _, JP = point_jacobian(body, kin, link, p0)
+    return JP[:, :, [2, 0, 1], :]
+
+
+def select_contacts(active):
+    """Compact the active spheres (B, S) into slots: sphere index (B, c) and slot validity (B, c), c the largest
+    per-trajectory count. Active spheres come first, in sphere order; padded slots name inactive spheres."""
+    xp = xp_of(active)
+    counts = xp.sum(active, axis=1)
+    c = int(counts.max()) if active.shape[1] else 0
+    order = xp.argsort(~active, axis=1, kind="stable") if xp is np else xp.argsort(~active, axis=1)
+    slots = order[:, :c]
+    valid = xp.arange(c)[None, :] < counts[:, None]
+    return slots, valid, counts
+
+
+def effective_mass(body, q_tilde, data, params):
+    """M_eff (B, nv, nv) at q̃ (see the module docstring)."""
+    if params.effective_mass == "mass":
+        return crba(body, q_tilde)
+    _, _, ctx = step_energy_grad(body, q_tilde, data, params.effective_mass)
+    H, _ = step_hessian(body, ctx)
+    return (data.dt * data.dt) * H
+
+
+def _gather(x, slots):
+    """x (B, S, …) at slots (B, c) -> (B, c, …)."""
+    xp = xp_of(x)
+    idx = slots.reshape(slots.shape + (1,) * (x.ndim - 2))
+    return xp.take_along_axis(x, xp.broadcast_to(idx, slots.shape + x.shape[2:]), axis=1)
+
+
+# --- the step --------------------------------------------------------------------------------------------------
+def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, *, lcp_method="pgs",
+                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, optimizer="lm", max_iter=None, tol=1e-9,
+                 hessian="exact", kin_prev=None, kin_cur=None):
+    """One PBAD step with impulse ground contact (DESIGN.md §7) for a batch of B trajectories.
+
+    body: a Body with contact spheres. q_prev, q_cur (B, nq): q_{k−1}, q_k. tau (B, nv) generalised force.
+    dt [s]. forces: a ForceModel without penalty contact (``contact=None``) or a gravity vector (3,).
+    params: ImpulseContact (default ImpulseContact()). state: ImpulseState of the previous step or None (cold).
+    lcp_method / lcp_order / lcp_iterations / lcp_tol: passed to :func:`pbad_gym.lcp.solve` (natural-map
+    residual, ∞-norm, in mixed units of λ [N s] and w [m/s]). optimizer, max_iter, tol, hessian: the PBAD step's.
+    kin_prev / kin_cur: kinematics of q_prev / q_cur when already known.
+
+    Returns (q_next (B, nq), info, new_state). info: "iterations", "grad_norm", "converged" (the PBAD
+    optimiser's, (B,)), "lm" (its LMResult), "contacts" (B,) int, "lcp_iterations" (B,) int, "lcp_residual"
+    (B,) ∞-norm natural-map residual, "lcp_converged" (B,) bool, "impulse" (B, S, 3) [N s] and "v" (B, nv)
+    the post-impulse velocity.
+    """
+    params = ImpulseContact() if params is None else params
+    if not isinstance(params, ImpulseContact):
+        raise ValueError(f"params must be an ImpulseContact, got {params!r}")
+    check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol)
+    if hessian not in HESSIANS:
+        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+    forces = as_force_model(forces)
+    if forces.contact is not None:
+        raise ValueError("impulse contact replaces the penalty contact energy: pass a ForceModel with contact=None")
+    S = len(body.contact_points()[0])
+    if S == 0:
+        raise ValueError("impulse contact needs contact spheres on the body's links")
+    xp = xp_of(q_cur)
+    B, dtype = q_cur.shape[0], q_cur.dtype
+    if state is None:
+        state = initial_state(body, B, xp, dtype)
+    if tuple(state.impulse.shape) != (B, S, 3):
+        raise ValueError(f"state.impulse must have shape ({B}, {S}, 3), got {tuple(state.impulse.shape)}")
+    dt = float(dt)
+
+    # 1. contact-free PBAD step
+    kin_prev = forward_kinematics(body, q_prev) if kin_prev is None else kin_prev
+    kin_cur = forward_kinematics(body, q_cur) if kin_cur is None else kin_cur
+    q_tilde, res = pbad_step(body, q_prev, q_cur, tau, dt, forces, optimizer=optimizer, max_iter=max_iter, tol=tol,
+                             hessian=hessian, kin_prev=kin_prev, kin_cur=kin_cur)
+    v_tilde = difference(body, q_cur, q_tilde) / dt
+    info = {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged, "lm": res}
+
+    # 2. contacts at q_k (and q̃)
+    P, gap = sphere_gaps(body, kin_cur, params.height)
+    _, gap_tilde = sphere_gaps(body, forward_kinematics(body, q_tilde), params.height)
+    active = xp.minimum(gap, gap_tilde) < params.margin
+    slots, valid, counts = select_contacts(active)
+    c = slots.shape[1]
+    info["contacts"] = counts
+    zeros_b = xp.zeros(B, dtype=dtype)
+    if c == 0:
+        info.update(lcp_iterations=xp.zeros(B, dtype=np.int64), lcp_residual=zeros_b,
+                    lcp_converged=xp.ones(B, dtype=bool), impulse=xp.zeros_like(state.impulse), v=v_tilde)
+        return q_tilde, info, ImpulseState(xp.zeros_like(state.impulse))
+    nv = body.nv
+    Jc = _gather(contact_jacobian(body, kin_cur, P), slots)  # (B, c, 3, nv)
+    Jc = xp.where(valid[:, :, None, None], Jc, 0.0)
+    J = Jc.reshape(B, 3 * c, nv)
+
+    # 3. effective mass and the LCP data
+    data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur)
+    M = effective_mass(body, q_tilde, data, params)
+    MinvJT = xp.linalg.solve(M, xp.swapaxes(J, -1, -2))  # (B, nv, 3c)
+    A = J @ MinvJT
+    A = 0.5 * (A + xp.swapaxes(A, -1, -2))
+    u = (J @ v_tilde[..., None])[..., 0].reshape(B, c, 3)
+    g = _gather(gap, slots)
+    target = xp.where(g > 0, -g / dt, params.baumgarte * xp.maximum(0.0, -g - params.slop) / dt)
+    if params.restitution > 0:
+        un = u[..., 0]
+        bounce = (un < -xp.maximum(g, 0.0) / dt) & (-un > params.bounce_velocity)
+        target = xp.where(bounce, xp.maximum(target, -params.restitution * un), target)
+    b = u.copy()
+    b[..., 0] = u[..., 0] - target
+    b = b.reshape(B, 3 * c)
+    # rows no DOF can move (A_ii ≈ 0) are dropped; a dropped normal drops its contact's friction rows
+    diag = xp.diagonal(A, axis1=1, axis2=2).reshape(B, c, 3)
+    scale = xp.max(xp.diagonal(A, axis1=1, axis2=2), axis=1)[:, None, None]
+    movable = diag > 1e-12 * xp.maximum(scale, 1e-300)
+    row_ok = valid[:, :, None] & movable & movable[..., :1]
+    mask = row_ok.reshape(B, 3 * c)
+
+    # 4. boxed LCP, warm-started from last step's per-sphere impulses
+    friction = Friction.per_contact(c, params.mu, batch=1, xp=xp)
+    warm = params.warm_start * _gather(state.impulse, slots).reshape(B, 3 * c)
+    lcp = solve(A, b, friction=friction, method=lcp_method, order=lcp_order, max_iter=int(lcp_iterations),
+                tol=lcp_tol, warm_start=warm if params.warm_start > 0 else None, mask=mask)
+    lam = xp.where(mask, lcp.lam, 0.0)
+
+    # 5. velocity update and the new configuration
+    v = v_tilde + (MinvJT @ lam[..., None])[..., 0]
+    q_next = integrate(body, q_cur, dt * v)
+    has = counts > 0
+    q_next = xp.where(has[:, None], q_next, q_tilde)
+    v = xp.where(has[:, None], v, v_tilde)
+    impulse = xp.zeros_like(state.impulse)
+    xp.put_along_axis(impulse, xp.broadcast_to(slots[:, :, None], (B, c, 3)), lam.reshape(B, c, 3), axis=1)
+    info.update(lcp_iterations=lcp.iterations, lcp_residual=lcp.residual_inf, lcp_converged=lcp.converged,
+                impulse=impulse, v=v)
+    return q_next, info, ImpulseState(impulse)
+
+
+def without_contact(forces):
+    """The ForceModel ``forces`` with its penalty contact removed (for building the impulse model's forces)."""
+    forces = as_force_model(forces)
+    return dataclasses.replace(forces, contact=None) if isinstance(forces, ForceModel) else forces
