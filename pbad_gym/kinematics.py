@@ -300,7 +300,7 @@ def motion_matrix(kin):
     return xp.concatenate([kin.w, kin.v], -1)
 
 
-def generalized_hessian(body, kin, K=None, G=None, f=None, X=None, gn_diagonal=False):
+def generalized_hessian(body, kin, K=None, G=None, f=None, X=None, gn_diagonal=False, trivialized=False):
     """Generalised Hessian (B, nv, nv) from per-link pose derivatives.
 
     K: per-link spatial quadratic form of the energy in the link's spatial velocity (ω, v at the world origin),
@@ -308,7 +308,9 @@ def generalized_hessian(body, kin, K=None, G=None, f=None, X=None, gn_diagonal=F
     (the mass matrix when K is the links' world mass moments).
     G, f (and X = R Gᵀ if already computed): first pose derivatives; when given, adds the curvature part
     Σ_i ∂E/∂pose_i · ∂²pose_i/∂δ_j∂δ_k using ∂²R = [ω_j][ω_k]R, ∂²t = ω_j×(ω_k×t + v_k) for j carrying k.
-    With ``gn_diagonal`` also returns the diagonal of the Gauss-Newton part (B, nv).
+    With ``gn_diagonal`` also returns the diagonal of the Gauss-Newton part (B, nv). With ``trivialized`` returns
+    instead the Jacobian of δ ↦ g(q ⊕ δ) (g in the tangent frame of q ⊕ δ): equal to the Hessian except inside
+    ball / free rotations, where it is not symmetric away from stationary points (Newton on a residual needs it).
     """
     xp = xp_of(kin.w)
     c = body.arrays(xp, kin.w.dtype)
@@ -331,8 +333,12 @@ def generalized_hessian(body, kin, K=None, G=None, f=None, X=None, gn_diagonal=F
         Fc = (sub @ f)[:, dl]
         tr = (Zc[..., 0, 0] + Zc[..., 1, 1] + Zc[..., 2, 2])[..., None]
         Xk[..., :3] += matvec(Zc, kin.w) - tr * kin.w + cross(kin.v, Fc)
-    P = (S @ xp.swapaxes(Xk, -1, -2)) * weight  # P[j, k] = s_j · X_k, kept where j carries k
-    H = P + xp.swapaxes(P, -1, -2)
+    P = S @ xp.swapaxes(Xk, -1, -2)  # P[j, k] = s_j · X_k, meaningful where j carries k
+    if trivialized:
+        H = P * c["jac_weight_a"] + xp.swapaxes(P * c["jac_weight_b"], -1, -2)
+    else:
+        P = P * weight
+        H = P + xp.swapaxes(P, -1, -2)
     return (H, diag) if gn_diagonal else H
 
 

@@ -7,6 +7,8 @@ from .backend import check_dtype, get_xp
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
 from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
+from .integrators.collocation import ORDERS as COLLOCATION_ORDERS
+from .integrators.collocation import _check_forces, collocation_step, node_velocity, start_node
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
 
@@ -27,6 +29,7 @@ class Simulator:
             gradient tolerance in units of q (rad, m)
             (default 1e-9 in float64, 1e-5 in float32).
         hessian: "exact" or "gauss_newton".
+        order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, DESIGN.md §5; LM only).
         drag: fluid drag coefficients [1/s] (PBAD only): scalar (isotropic), (axial, normal), (3,), (L, 2) or
             (L, 3) in each link's frame (axial = link x axis); None: no drag.
         contact: ground contact on the links' contact spheres (PBAD only): None, True (defaults), a dict of
@@ -39,11 +42,15 @@ class Simulator:
 
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
-                 limit_stiffness=0.0, damping=None):
+                 limit_stiffness=0.0, damping=None, order=2):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        if order not in (2,) + COLLOCATION_ORDERS:
+            raise ValueError(f"order must be 2 (PBAD) or one of {COLLOCATION_ORDERS} (collocation), got {order!r}")
+        if order > 2 and (integrator != "pbad" or optimizer != "lm"):
+            raise ValueError("collocation (order > 2) needs integrator='pbad' and optimizer='lm'")
         if hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
         if not (np.isfinite(dt) and dt > 0):
@@ -53,7 +60,7 @@ class Simulator:
         if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
             raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
         self.body, self.dt, self.integrator, self.optimizer = body, float(dt), integrator, optimizer
-        self.num_envs, self.device, self.hessian = int(num_envs), device, hessian
+        self.num_envs, self.device, self.hessian, self.order = int(num_envs), device, hessian, int(order)
         self.dtype = check_dtype(dtype)
         self.xp = get_xp(device)
         self.gravity = self.xp.asarray(gravity, dtype=self.dtype).reshape(3)
@@ -63,6 +70,8 @@ class Simulator:
         if integrator != "pbad" and extra:
             raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
+        if self.order > 2:
+            _check_forces(body, self.forces)
         self.max_iter = None if max_iter is None else int(max_iter)
         self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else float(tol)
         self.reset()
@@ -85,8 +94,13 @@ class Simulator:
         self._q = normalize(body, self._batch(body.q0() if q is None else q, body.nq, "q"))
         qd = self._batch(np.zeros(body.nv) if qd is None else qd, body.nv, "qd")
         self._qd = qd
-        # PBAD keeps the previous configuration; a backward difference reproduces the requested velocity
-        self._q_prev = integrate(body, self._q, -self.dt * qd)
+        # PBAD keeps the previous configuration (order 2: a backward difference reproduces the requested
+        # velocity; collocation: the previous step's last interior node, extrapolated to third order)
+        if self.order == 2:
+            self._q_prev = integrate(body, self._q, -self.dt * qd)
+        else:
+            self._q_prev = start_node(body, self._q, qd, self.dt, self.order, self.gravity)
+        self._nodes = None
         self._kin = self._kin_prev = None  # cached kinematics of q and q_prev (PBAD)
         self._contact = None  # lagged contact state of q (PBAD with contact)
         self.time = 0.0
@@ -99,10 +113,15 @@ class Simulator:
 
     @property
     def qd(self):
-        """Velocity (B, nv): (q_k ⊖ q_{k−1})/Δt for PBAD."""
-        if self.integrator == "pbad":
+        """Velocity (B, nv): (q_k ⊖ q_{k−1})/Δt for PBAD order 2; for collocation the derivative of the last
+        step's polynomial at t_k (the reset velocity before the first step)."""
+        if self.integrator != "pbad":
+            return self._qd
+        if self.order == 2:
             return difference(self.body, self._q_prev, self._q) / self.dt
-        return self._qd
+        if self._nodes is None:
+            return self._qd
+        return node_velocity(self.body, self._nodes, self.dt, self.order)
 
     def energy(self):
         """(kinetic, potential) energy [J] of the current state, each (B,)."""
@@ -116,27 +135,38 @@ class Simulator:
         """
         xp, body = self.xp, self.body
         tau = self._batch(np.zeros(body.nv) if tau is None else tau, body.nv, "tau")
-        if self.integrator == "pbad":
-            if self._kin is None:
-                self._kin = forward_kinematics(body, self._q)
-            if self.forces.contact is not None and self._contact is None:
-                self._contact = contact_state(body, self._kin, self.forces.contact, self.dt)
-            q_new, res = pbad_step(body, self._q_prev, self._q, tau, self.dt, self.forces,
-                                   optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol,
-                                   hessian=self.hessian,
-                                   kin_prev=self._kin_prev, kin_cur=self._kin, contact=self._contact)
-            self._q_prev, self._q = self._q, q_new
-            self._kin_prev, self._kin = self._kin, forward_kinematics(body, q_new)
-            if self.forces.contact is not None:
-                self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)
-            info = {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged}
-        else:
+        if self.integrator != "pbad":
             self._q, self._qd = EXPLICIT[self.integrator](body, self._q, self._qd, tau, self.dt, self.gravity)
             zeros = xp.zeros(self.num_envs)
-            info = {"iterations": zeros.astype(xp.int64), "grad_norm": zeros,
+            self.time += self.dt
+            return {"iterations": zeros.astype(xp.int64), "grad_norm": zeros,
                     "converged": xp.ones(self.num_envs, dtype=bool)}
+        if self._kin is None:
+            self._kin = forward_kinematics(body, self._q)
+        if self.forces.contact is not None and self._contact is None:
+            self._contact = contact_state(body, self._kin, self.forces.contact, self.dt)
+        res = self._step_collocation(tau) if self.order > 2 else self._step_pbad(tau)
+        self._kin = forward_kinematics(body, self._q)
+        if self.forces.contact is not None:
+            self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)
         self.time += self.dt
-        return info
+        return {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged}
+
+    def _step_pbad(self, tau):
+        q_new, res = pbad_step(self.body, self._q_prev, self._q, tau, self.dt, self.forces,
+                               optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
+                               kin_prev=self._kin_prev, kin_cur=self._kin, contact=self._contact)
+        self._q_prev, self._q, self._kin_prev = self._q, q_new, self._kin
+        return res
+
+    def _step_collocation(self, tau):
+        nodes, res = collocation_step(self.body, self._q_prev, self._q, self.qd, tau, self.dt, self.forces,
+                                      self.order, max_iter=self.max_iter or 50, tol=self.tol,
+                                      contact=self._contact)
+        xp = self.xp
+        self._nodes = xp.concatenate([self._q_prev[:, None], self._q[:, None], nodes], 1)
+        self._q_prev, self._q = nodes[:, -2], nodes[:, -1]
+        return res
 
     def __repr__(self):
         return (f"Simulator({self.body!r}, dt={self.dt}, integrator={self.integrator!r}, num_envs={self.num_envs}, "

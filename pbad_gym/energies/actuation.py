@@ -8,7 +8,7 @@ start next to q_k and move continuously), so LM sees a smooth energy.
 from __future__ import annotations
 
 from ..backend import xp_of
-from ..kinematics import cross, quat_conj, quat_mul
+from ..kinematics import cross, quat_conj, quat_mul, skew
 from .base import JointTerms
 
 
@@ -32,3 +32,17 @@ def actuation_terms(body, q, q_ref, tau, derivatives=True):
         qv = body.quat_v
         hess[:, qv, qv] = diag[..., None]
     return JointTerms(val, grad, hess)
+
+
+def actuation_trivialized_correction(body, q, q_ref, tau):
+    """Antisymmetric part (B, nv, nv) that turns the actuation Hessian into the Jacobian of its trivialised
+    gradient δ ↦ g(q ⊕ δ) on quaternion joints: ½[vec(r) × τ]× − ½ w_r [τ]×, r = q_k⁻¹ q (zero elsewhere)."""
+    xp = xp_of(q, tau)
+    out = xp.zeros(q.shape[:1] + (body.nv, body.nv), dtype=q.dtype)
+    if len(body.quat_q):
+        r = quat_mul(quat_conj(q_ref[:, body.quat_q]), q[:, body.quat_q])
+        tq = tau[:, body.quat_v]
+        blk = 0.5 * skew(cross(r[..., 1:], tq)) - 0.5 * r[..., :1, None] * skew(tq)
+        qv = body.quat_v
+        out[:, qv[:, :, None], qv[:, None, :]] = blk
+    return out

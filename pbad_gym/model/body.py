@@ -157,6 +157,18 @@ class Body:
                 carrier[s + 3:s + 6, s + 3:s + 6] -= np.eye(3)
             w[s:s + n, s:s + n] = blk
         self.hess_weight = w
+        # Jacobian of the trivialised gradient δ ↦ g(q ⊕ δ) (what Newton on a residual needs): off the 3-DOF
+        # rotations it equals the symmetric Hessian; inside them the DOF applied first carries the other, so
+        # entry (j, k) takes the k-carries-j term only: J = A⊙P + (B⊙P)ᵀ with P[j, k] the j-carries-k term
+        jac_a, jac_b = w.copy(), w.copy()
+        for i, lk in enumerate(self.links):
+            s0 = self.v_start[i]
+            rot = {"ball": range(s0, s0 + 3), "free": range(s0 + 3, s0 + 6)}.get(lk.joint.type)
+            if rot is not None:
+                r = np.array(list(rot))
+                jac_a[np.ix_(r, r)] = np.eye(3) * 0.5
+                jac_b[np.ix_(r, r)] = 1.0 - np.eye(3) * 0.5
+        self.jac_weight_a, self.jac_weight_b = jac_a, jac_b
         self.vel_carrier = carrier
         self.quat_joints = [i for i, lk in enumerate(self.links) if lk.joint.type in ("ball", "free")]
         lin_q, lin_v, quat_q, quat_v = [], [], [], []
@@ -236,7 +248,8 @@ class Body:
                 "axis2_outer": conv(self.axis2[:, :, None] * self.axis2[:, None, :]),
                 "axis1_skew": conv(_skew(self.axis1)), "axis2_skew": conv(_skew(self.axis2)), "has_parent": xp.asarray(self.parent >= 0),
                 "subtree": conv(self.subtree),
-                "hess_weight": conv(self.hess_weight), "dof_anc": conv(self.subtree[self.dof_link][:, self.dof_link]), "vel_carrier": conv(self.vel_carrier),
+                "hess_weight": conv(self.hess_weight), "jac_weight_a": conv(self.jac_weight_a),
+                "jac_weight_b": conv(self.jac_weight_b), "dof_anc": conv(self.subtree[self.dof_link][:, self.dof_link]), "vel_carrier": conv(self.vel_carrier),
             }
         return self._xp_cache[key]
 

@@ -28,9 +28,16 @@ class LMResult:
     function_evals: object = None
 
 
-def _solve_damped(H, D, mu, g):
-    """δ = −(H + μ·diag(D))⁻¹ g per trajectory; non-finite where the system is singular."""
+def _solve_damped(H, D, mu, g, sqrt_hessian=False):
+    """δ = −(H + μ·diag(D))⁻¹ g per trajectory; non-finite where the system is singular. With ``sqrt_hessian`` H
+    is a square-root factor F (Hessian FᵀF) and the system is solved through the QR factorisation of
+    [F; √(μD)], whose condition is that of F rather than its square."""
     xp = xp_of(H)
+    if sqrt_hessian:
+        aug = xp.concatenate([H, xp.sqrt(mu[:, None] * D)[..., None] * xp.eye(H.shape[-1], dtype=H.dtype)], -2)
+        R = xp.linalg.qr(aug, mode="r")
+        y = xp.linalg.solve(xp.swapaxes(R, -1, -2), g[..., None])
+        return -xp.linalg.solve(R, y)[..., 0]
     A = H + (mu[:, None] * D)[..., None] * xp.eye(H.shape[-1], dtype=H.dtype)
     try:
         return -xp.linalg.solve(A, g[..., None])[..., 0]
@@ -44,8 +51,15 @@ def _solve_damped(H, D, mu, g):
         return out
 
 
+def _measure(g, D, ctx):
+    m = getattr(ctx, "measure", None)
+    if m is not None:
+        return m
+    return xp_of(g).max(xp_of(g).abs(g) / D, axis=-1)
+
+
 def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6,
-                        record_history=False):
+                        record_history=False, sqrt_hessian=False):
     """Minimise an energy over a batch of B problems in lock-step.
 
     value_grad(x, idx) -> (E (B',), g (B', n), ctx): energy and gradient at x (B', n_x) for the trajectories
@@ -55,6 +69,10 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         units of x). It is only called where another iteration follows, so the converging evaluation costs a
         gradient only.
     retract(x, idx, dx) -> x ⊕ dx.
+    A ctx with a ``measure`` attribute (B',) overrides the convergence measure (e.g. a residual norm when the
+    energy is a sum of squared residuals whose zero is the goal).
+    sqrt_hessian: hessian() returns a square-root factor F (B', m, n) of the Hessian FᵀF instead (least-squares
+    problems: F = W½ J), solved by QR for accuracy on ill-conditioned problems.
     Steps are accepted only when the energy decreases, or when it rises by no more than round-off while the
     predicted decrease is itself below round-off (near the minimum E cannot resolve the step; g still can).
     """
@@ -66,7 +84,7 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     mu = xp.full(B, mu0, dtype=x.dtype)
     iters = xp.zeros(B, dtype=xp.int64)
     conv = xp.zeros(B, dtype=bool)
-    gnorm = xp.max(xp.abs(g) / D, axis=-1)
+    gnorm = _measure(g, D, ctx)
     history = [] if record_history else None
     eps = xp.finfo(x.dtype).eps
     for _ in range(max_iter):
@@ -76,8 +94,10 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
             break
         sel = None if idx.size == B else idx
         gi, Hi, Di, Ei = g[idx], H[idx], D[idx], E[idx]
-        dx = _solve_damped(Hi, Di, mu[idx], gi)
-        pred = -(xp.sum(gi * dx, -1) + 0.5 * xp.sum(dx * (Hi @ dx[..., None])[..., 0], -1))
+        dx = _solve_damped(Hi, Di, mu[idx], gi, sqrt_hessian)
+        Hdx = (Hi @ dx[..., None])[..., 0]
+        curv = xp.sum(Hdx * Hdx, -1) if sqrt_hessian else xp.sum(dx * Hdx, -1)
+        pred = -(xp.sum(gi * dx, -1) + 0.5 * curv)
         ok = xp.all(xp.isfinite(dx), -1)
         dx = xp.where(ok[:, None], dx, 0.0)
         x_try = retract(x[idx], sel, dx)
@@ -85,12 +105,13 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         band = _EPS_BAND * eps * xp.maximum(xp.abs(Ei), xp.abs(E_try))
         accept = ok & ((E_try < Ei) | ((E_try <= Ei + band) & (pred <= band)))
         iters[idx] += 1
-        mu[idx] = xp.where(accept, xp.maximum(mu[idx] / 3.0, 1e-12), xp.minimum(mu[idx] * 10.0, 1e12))
-        gn_try = xp.max(xp.abs(g_try) / Di, axis=-1)  # D from the last Hessian: it barely moves within a step
+        # μ = 0 is allowed (pure Newton while steps are accepted); a rejection restarts damping at 1e-6 at least
+        mu[idx] = xp.where(accept, mu[idx] / 3.0, xp.minimum(xp.maximum(mu[idx] * 10.0, 1e-6), 1e12))
+        gn_try = _measure(g_try, Di, ctx_try)  # D from the last Hessian: it barely moves within a step
         need = accept & (gn_try >= tol)
         if bool(need.any()):
             H_try, D_try = hessian(ctx_try)
-            gn_try = xp.where(need, xp.max(xp.abs(g_try) / D_try, axis=-1), gn_try)
+            gn_try = xp.where(need, _measure(g_try, D_try, ctx_try), gn_try)
             H[idx[need]], D[idx[need]] = H_try[need], D_try[need]
         acc = idx[accept]
         if acc.size:
