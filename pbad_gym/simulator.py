@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import check_dtype, get_xp
+from .contact import CONTACT_MODELS, check_lcp_options, impulse_step, initial_state, make_impulse_contact
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
 from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
@@ -30,6 +31,10 @@ class Simulator:
             (default 1e-9 in float64, 1e-5 in float32).
         hessian: "exact" or "gauss_newton".
         order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, DESIGN.md §5; LM only).
+        contact_model: "penalty" (contact energies in the step, DESIGN.md §4) or "impulse" (a contact-free PBAD
+            step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of
+            :class:`pbad_gym.contact.ImpulseContact` fields or an ImpulseContact).
+        lcp_method, lcp_order, lcp_iterations, lcp_tol: the impulse model's LCP solver (:func:`pbad_gym.lcp.solve`).
         drag: fluid drag coefficients [1/s] (PBAD only): scalar (isotropic), (axial, normal), (3,), (L, 2) or
             (L, 3) in each link's frame (axial = link x axis); None: no drag.
         contact: ground contact on the links' contact spheres (PBAD only): None, True (defaults), a dict of
@@ -42,7 +47,8 @@ class Simulator:
 
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
-                 limit_stiffness=0.0, damping=None, order=2):
+                 limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
+                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         if optimizer not in OPTIMIZERS:
@@ -64,6 +70,19 @@ class Simulator:
         self.dtype = check_dtype(dtype)
         self.xp = get_xp(device)
         self.gravity = self.xp.asarray(gravity, dtype=self.dtype).reshape(3)
+        if contact_model not in CONTACT_MODELS:
+            raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
+        self.contact_model, self.impulse = contact_model, None
+        if contact_model == "impulse":
+            if integrator != "pbad" or order != 2:
+                raise ValueError("contact_model='impulse' needs integrator='pbad' and order=2")
+            if len(body.contact_points()[0]) == 0:
+                raise ValueError("contact_model='impulse' needs contact spheres on the body's links")
+            check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol)
+            self.impulse = make_impulse_contact(contact)
+            contact = None  # no penalty energies in the step
+        self.lcp_options = dict(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=int(lcp_iterations),
+                                lcp_tol=float(lcp_tol))
         self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping)
         extra = (self.forces.drag is not None or self.forces.contact is not None
                  or self.forces.limit_stiffness > 0 or self.forces.has_damping)
@@ -103,6 +122,7 @@ class Simulator:
         self._nodes = None
         self._kin = self._kin_prev = None  # cached kinematics of q and q_prev (PBAD)
         self._contact = None  # lagged contact state of q (PBAD with contact)
+        self._impulse = None if self.impulse is None else initial_state(body, self.num_envs, self.xp, self.dtype)
         self.time = 0.0
         return self
 
@@ -145,12 +165,25 @@ class Simulator:
             self._kin = forward_kinematics(body, self._q)
         if self.forces.contact is not None and self._contact is None:
             self._contact = contact_state(body, self._kin, self.forces.contact, self.dt)
+        if self.impulse is not None:
+            return self._step_impulse(tau)
         res = self._step_collocation(tau) if self.order > 2 else self._step_pbad(tau)
         self._kin = forward_kinematics(body, self._q)
         if self.forces.contact is not None:
             self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)
         self.time += self.dt
         return {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged}
+
+    def _step_impulse(self, tau):
+        q_new, info, self._impulse = impulse_step(
+            self.body, self._q_prev, self._q, tau, self.dt, self.forces, self.impulse, self._impulse,
+            optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
+            kin_prev=self._kin_prev, kin_cur=self._kin, **self.lcp_options)
+        self._q_prev, self._q, self._kin_prev = self._q, q_new, self._kin
+        self._kin = forward_kinematics(self.body, q_new)
+        self.time += self.dt
+        return {k: info[k] for k in ("iterations", "grad_norm", "converged", "contacts", "lcp_iterations",
+                                     "lcp_residual", "lcp_converged")}
 
     def _step_pbad(self, tau):
         q_new, res = pbad_step(self.body, self._q_prev, self._q, tau, self.dt, self.forces,

@@ -226,3 +226,32 @@ def test_effective_mass_choices_agree_for_a_free_box(meff):
     _, ref, _, _ = simulate(body, *_state(body, 0.05, v), 30)
     _, out, _, _ = simulate(body, *_state(body, 0.05, v), 30, ImpulseContact(effective_mass=meff))
     np.testing.assert_allclose(out, ref, atol=1e-8)
+
+
+def test_simulator_impulse_contact_model_stops_a_sliding_box():
+    from pbad_gym.model import Body, Box, Joint, Link
+    from pbad_gym.simulator import Simulator
+
+    body = Body([Link("box", -1, Joint("free"), shapes=[Box(half_size=(0.1, 0.1, 0.05), density=500.0)])])
+    q = body.q0().copy()
+    q[2] = 0.05
+    qd = np.zeros(body.nv)
+    qd[0] = 10.0
+    for method in ("pgs", "amgs"):
+        sim = Simulator(body, dt=0.01, contact_model="impulse", contact=dict(mu=0.5), lcp_method=method)
+        sim.reset(q=q, qd=qd)
+        for _ in range(250):
+            info = sim.step()
+        assert info["lcp_converged"].all() and info["contacts"][0] == 4
+        assert sim.q[0, 0] == pytest.approx(100.0 / (2 * 0.5 * 9.81), rel=0.05)
+        assert abs(sim.qd[0, 0]) < 1e-6
+
+
+def test_simulator_rejects_bad_contact_model_options():
+    from pbad_gym.model import chain
+    from pbad_gym.simulator import Simulator
+
+    with pytest.raises(ValueError, match="contact_model"):
+        Simulator(chain(2), dt=0.01, contact_model="spring")
+    with pytest.raises(ValueError):
+        Simulator(chain(2), dt=0.01, contact_model="impulse", lcp_method="lemke")
