@@ -6,4 +6,5 @@ BENCHMARKS = {
     "fig2": "pbad_gym.bench.fig2",
     "reorder": "pbad_gym.bench.reorder",
     "amgs": "pbad_gym.bench.amgs",
+    "throughput": "pbad_gym.bench.throughput",
 }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import to_numpy
 from ..energies.contact import sphere_centres
 from ..kinematics import integrate
 from ..model.robots import spider
@@ -32,8 +33,8 @@ class SpiderVectorEnv(PBADVectorEnv):
     ## Rewards
     reward = healthy_reward + forward_reward − ctrl_cost − contact_cost with forward_reward =
     forward_reward_weight · ẋ_torso, ctrl_cost = ctrl_cost_weight · ‖a‖², contact_cost = contact_cost_weight ·
-    ‖clip(contact forces, contact_force_range)‖², healthy_reward paid while healthy (as Ant-v5). info: reward_survive, reward_forward, reward_ctrl, reward_contact (the terms, signed
-    as they enter the sum).
+    ‖clip(contact forces, contact_force_range)‖², healthy_reward paid while healthy (as Ant-v5).
+    info: reward_survive, reward_forward, reward_ctrl, reward_contact (the terms, signed as they enter the sum).
 
     ## Starting state
     Torso ``init_height`` above the ground (default: 0.1 m above the height of the straight legs' feet), joints at
@@ -123,7 +124,7 @@ class SpiderVectorEnv(PBADVectorEnv):
 
     # --- contact forces -------------------------------------------------------------------------------------
     def _summary(self, q, qd, kin):
-        P = np.asarray(sphere_centres(self.body, kin))
+        P = to_numpy(sphere_centres(self.body, kin))
         return {"com": self.centre_of_mass(kin), "torso": q[:, :3].copy(), "quat": q[:, 3:7].copy(), "spheres": P}
 
     def contact_forces(self, before, after):
