@@ -100,8 +100,16 @@ def render_scene(prims, target, width=320, height=240, ground=True, distance=4.0
         line = np.min(frac, -1) < 0.015 * np.maximum(1.0, tg[hit] / 4)
         col = np.where(line[:, None], [0.45, 0.47, 0.50], col)
         shadow = np.zeros(len(p), dtype=bool)
-        for pa, pb, rad, _ in prims:
-            shadow |= np.isfinite(_capsule_hit(p + 1e-4 * LIGHT, np.broadcast_to(LIGHT, p.shape), pa, pb, rad))
+        if prims:  # only ground points under the bodies' shadow footprint can be shadowed
+            ends = np.array([e for pa, pb, _, _ in prims for e in (pa, pb)])
+            reach = max(r for _, _, r, _ in prims) + np.max(np.maximum(ends[:, 2], 0)) * np.hypot(*LIGHT[:2]) / LIGHT[2]
+            lo, hi = ends[:, :2].min(0) - reach, ends[:, :2].max(0) + reach
+            near = np.nonzero(np.all((p[:, :2] >= lo) & (p[:, :2] <= hi), axis=1))[0]
+            pn = p[near] + 1e-4 * LIGHT
+            hit_any = np.zeros(len(near), dtype=bool)
+            for pa, pb, rad, _ in prims:
+                hit_any |= np.isfinite(_capsule_hit(pn, np.broadcast_to(LIGHT, pn.shape), pa, pb, rad))
+            shadow[near] = hit_any
         col = col * np.where(shadow, 0.6, 1.0)[:, None]
         fade = np.exp(-tg[hit] / 30.0)[:, None]
         img[hit] = fade * col + (1 - fade) * img[hit]
