@@ -254,9 +254,10 @@ def _spider_zero_action_run(steps):
     env = SpiderVectorEnv(num_envs=2)
     env.reset(seed=0)
     zs, iters = [], []
-    for _ in range(steps):
+    for k in range(steps):
         _, r, term, trunc, info = env.step(np.zeros((2, 12), np.float32))
-        assert not term.any() and not trunc[:].any() or _ == steps - 1
+        assert not term.any()
+        assert trunc.all() == (k == env.max_episode_steps - 1) and trunc.all() == trunc.any()
         zs.append(info["z_position"])
         iters.append(info["iterations"])
     return np.array(zs), np.array(iters), r, info
