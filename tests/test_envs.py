@@ -8,6 +8,7 @@ from gymnasium.vector import AutoresetMode
 
 import pbad_gym  # noqa: F401  (registers the environments)
 from pbad_gym.envs import SpiderEnv, SpiderVectorEnv, SwimmerEnv, SwimmerVectorEnv
+from pbad_gym.envs.base import contact_models
 from pbad_gym.simulator import OPTIMIZERS
 
 IDS = ["pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0"]
@@ -27,9 +28,11 @@ def test_check_env_without_warnings(env_id):
     assert env.spec.max_episode_steps == 1000
 
 
-@pytest.mark.parametrize("env_id", IDS)
-def test_native_and_sync_vectorisation_agree(env_id):
-    kw = dict(num_envs=3, max_episode_steps=7)
+@pytest.mark.parametrize("env_id, extra", [(IDS[0], {}), (IDS[1], {}),
+                                           pytest.param(IDS[1], {"contact_model": "impulse"}, marks=pytest.mark.skipif(
+                                               "impulse" not in contact_models(), reason="no impulse contact"))])
+def test_native_and_sync_vectorisation_agree(env_id, extra):
+    kw = dict(num_envs=3, max_episode_steps=7, **extra)
     native = gym.make_vec(env_id, vectorization_mode="vector_entry_point", **kw)
     sync = gym.make_vec(env_id, vectorization_mode="sync", **kw)
     assert isinstance(native.unwrapped, (SwimmerVectorEnv, SpiderVectorEnv))
@@ -43,7 +46,10 @@ def test_native_and_sync_vectorisation_agree(env_id):
     for a in _actions(native, 16):  # two episodes end (step 7 and 15) and autoreset
         r1, r2 = native.step(a), sync.step(a)
         for x, y in zip(r1[:4], r2[:4]):
-            np.testing.assert_array_equal(x, y)
+            if extra:  # impulse contact: the batched LCP pads to the batch's contact count -> round-off only
+                np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-9)
+            else:  # penalty contact: bit for bit
+                np.testing.assert_array_equal(x, y)
         done_seen += int(r1[3].sum())
     assert done_seen == 6
 
@@ -161,8 +167,13 @@ def test_solver_options_are_validated():
         SwimmerVectorEnv(order=3)
     with pytest.raises(ValueError, match="order"):
         SwimmerVectorEnv(order=5)
-    with pytest.raises(NotImplementedError, match="impulse"):
-        SpiderVectorEnv(contact_model="impulse")
+    if "impulse" not in contact_models():
+        with pytest.raises(NotImplementedError, match="impulse"):
+            SpiderVectorEnv(contact_model="impulse")
+    with pytest.raises(ValueError, match="contact_model"):
+        SpiderVectorEnv(contact_model="soft")
+    with pytest.raises(ValueError, match="no ground contact"):
+        SwimmerVectorEnv(contact_model="impulse")
     with pytest.raises(ValueError, match="lcp_method"):
         SpiderVectorEnv(lcp_method="gauss")
     with pytest.raises(ValueError, match="optimizer"):
@@ -170,6 +181,11 @@ def test_solver_options_are_validated():
     if "lbfgs" not in OPTIMIZERS:
         with pytest.raises(NotImplementedError, match="lbfgs"):
             SwimmerVectorEnv(optimizer="lbfgs")
+    else:  # passed through to the Simulator
+        env = SwimmerVectorEnv(num_envs=2, optimizer="lbfgs")
+        env.reset(seed=0)
+        o, *_ = env.step(np.zeros((2, 3), np.float32))
+        assert env.sim.optimizer == "lbfgs" and np.all(np.isfinite(o))
     with pytest.raises(ValueError, match="num_envs"):
         SwimmerVectorEnv(num_envs=0)
     with pytest.raises(ValueError, match="render_mode"):
@@ -332,3 +348,18 @@ def test_rgb_array_render_and_gif(cls, tmp_path):
     vec.reset(seed=0)
     frames = vec.render()
     assert len(frames) == 2 and frames[0].shape == (24, 32, 3)
+
+
+@pytest.mark.skipif("impulse" not in contact_models(), reason="the Simulator has no impulse contact yet")
+def test_spider_impulse_contact_stands_and_resets_rows_cleanly():
+    env = SpiderVectorEnv(num_envs=2, contact_model="impulse", include_contact_forces_in_observation=True,
+                          contact_force_range=(-1e4, 1e4))
+    env.reset(seed=0)
+    for _ in range(60):
+        o, r, term, trunc, info = env.step(np.zeros((2, 12), np.float32))
+    assert not term.any() and np.all(info["z_position"] > 0.3)
+    assert "lcp_iterations" in info and info["contacts"].tolist() == [4, 4]  # the four feet
+    feet = [6, 8, 10, 12]
+    np.testing.assert_allclose(o[:, 35:].reshape(2, 13, 3)[:, feet, 2].sum(1), env.body.total_mass * 9.81, rtol=0.02)
+    env.reset(options={"reset_mask": np.array([True, False])})
+    assert np.all(env.sim._impulse.impulse[0] == 0) and np.any(env.sim._impulse.impulse[1] != 0)

@@ -22,6 +22,7 @@ Conventions shared by both forms:
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import gymnasium
@@ -37,31 +38,40 @@ from ..kinematics import forward_kinematics, integrate, matvec
 from ..simulator import OPTIMIZERS, Simulator
 
 ORDERS = (2,)
-FUTURE_ORDERS = (3, 4)
-FUTURE_OPTIMIZERS = ("lbfgs",)
-CONTACT_MODELS = ("penalty",)
-FUTURE_CONTACT_MODELS = ("impulse",)
+COLLOCATION_ORDERS = (3, 4)
 LCP_METHODS = ("pgs", "amgs", "block_pgs")
 NONFINITE_ACTIONS = ("raise", "zero")
 
 
+def _simulator_accepts(name):
+    return name in inspect.signature(Simulator.__init__).parameters
+
+
+def contact_models():
+    """The contact models the installed Simulator offers ("penalty", and "impulse" once it has it)."""
+    return ("penalty", "impulse") if _simulator_accepts("contact_model") else ("penalty",)
+
+
 def validate_solver_options(order, optimizer, contact_model, lcp_method):
-    """Check the solver options an environment accepts today; name the accepted values otherwise."""
+    """Check the solver options the environments accept; name the accepted values otherwise."""
     if order not in ORDERS:
-        if order in FUTURE_ORDERS:
-            raise NotImplementedError(f"order={order!r}: high-order collocation (order 3, 4) is not available yet; "
-                                      f"accepted: {ORDERS}")
+        if order in COLLOCATION_ORDERS:
+            raise NotImplementedError(
+                f"order={order!r}: the environments run PBAD order 2 only; collocation (order 3, 4) keeps interior "
+                "nodes that a per-trajectory reset (autoreset, reset_mask) cannot set without changing the other "
+                f"trajectories (needs a per-row Simulator reset); accepted: {ORDERS}")
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if optimizer not in OPTIMIZERS:
-        if optimizer in FUTURE_OPTIMIZERS:
+        if optimizer == "lbfgs":
             raise NotImplementedError(f"optimizer={optimizer!r} is not available in the Simulator yet; "
                                       f"accepted: {OPTIMIZERS}")
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if contact_model not in CONTACT_MODELS:
-        if contact_model in FUTURE_CONTACT_MODELS:
-            raise NotImplementedError(f"contact_model={contact_model!r} is not available yet; "
-                                      f"accepted: {CONTACT_MODELS}")
-        raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
+    accepted = contact_models()
+    if contact_model not in accepted:
+        if contact_model == "impulse":
+            raise NotImplementedError(f"contact_model={contact_model!r} is not available in the Simulator yet; "
+                                      f"accepted: {accepted}")
+        raise ValueError(f"contact_model must be one of {accepted}, got {contact_model!r}")
     if lcp_method not in LCP_METHODS:
         raise ValueError(f"lcp_method must be one of {LCP_METHODS}, got {lcp_method!r}")
 
@@ -108,8 +118,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.body = self._build_body()
         self.actuated = np.asarray(self.body.meta["actuated"], dtype=np.int64)
         self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
+        options = self._sim_options()
+        if contact_model != "penalty":
+            options.update(contact_model=contact_model, lcp_method=lcp_method)
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
-                             max_iter=max_iter, tol=tol, **self._sim_options())
+                             max_iter=max_iter, tol=tol, **options)
         self.dt = self.sim.dt
         self.xp = self.sim.xp
 
@@ -210,6 +223,14 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         sim._q[idx], sim._q_prev[idx] = q, q_prev
         sim._kin = forward_kinematics(body, sim._q)
         sim._kin_prev = None
+        impulse = getattr(sim, "_impulse", None)
+        if impulse is not None:  # impulse contact: the reset rows start without warm-start impulses
+            fields = {}
+            for key, val in impulse._asdict().items():
+                val = val.copy()
+                val[idx] = 0.0
+                fields[key] = val
+            sim._impulse = impulse._replace(**fields)
         if sim.forces.contact is not None:
             fresh = contact_state(body, sim._kin, sim.forces.contact, sim.dt)
             if sim._contact is None:
@@ -275,6 +296,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
                      for k, v in after.items()}
         self._last_summary = after
+        for key in ("lcp_iterations", "lcp_converged", "contacts"):
+            if key in res:
+                info[key] = to_numpy(res[key])
         info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
         info["converged"] = converged
         info["diverged"] = diverged

@@ -51,9 +51,10 @@ class SpiderVectorEnv(PBADVectorEnv):
     healthy_reward=1.0, terminate_when_unhealthy=True, healthy_z_range=(0.2, 1.0), healthy_up_min=0.0,
     contact_force_range=(-1.0, 1.0), reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
     include_contact_forces_in_observation=False, gear=150.0 [N m], contact_stiffness=5e4 [N/m],
-    friction="viscous" | "coulomb", friction_damping=1000.0 [N s/m], mu=1.0, limit_stiffness=1e4 [N m/rad],
+    friction="viscous" | "coulomb", friction_damping=1000.0 [N s/m], mu=1.0 (Coulomb and impulse friction), limit_stiffness=1e4 [N m/rad],
     joint_damping=1.0 [N m s/rad], init_height=None, dt=0.02 [s], order=2, optimizer="lm", max_iter=50,
-    tol=None, contact_model="penalty" ("impulse" later), lcp_method="pgs", device="cpu", dtype=np.float64,
+    tol=None, contact_model="penalty" | "impulse" (velocity-level LCP, when the Simulator has it),
+    lcp_method="pgs" | "amgs" | "block_pgs" (impulse only), device="cpu", dtype=np.float64,
     render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
     render_width=320, render_height=240, render_num_envs=4.
 
@@ -112,7 +113,8 @@ class SpiderVectorEnv(PBADVectorEnv):
     def _sim_options(self):
         damping = np.zeros(self.body.nv)
         damping[6:] = self.joint_damping
-        return {"contact": self.contact, "limit_stiffness": self.limit_stiffness, "damping": damping}
+        contact = self.contact if self.contact_model == "penalty" else {"mu": self.contact["mu"]}
+        return {"contact": contact, "limit_stiffness": self.limit_stiffness, "damping": damping}
 
     def _initial_state(self, rng):
         s, body = self.reset_noise_scale, self.body
@@ -129,7 +131,12 @@ class SpiderVectorEnv(PBADVectorEnv):
 
     def contact_forces(self, before, after):
         """Ground force on each contact sphere (B, S, 3) [N] over the last step: normal D1·d at the new state,
-        viscous friction −D2·Δp∥/Δt on spheres in contact at the old one (Coulomb: bounded by μN)."""
+        viscous friction −D2·Δp∥/Δt on spheres in contact at the old one (Coulomb: bounded by μN); with
+        contact_model="impulse" the LCP's impulses divided by Δt."""
+        impulse = getattr(self.sim, "_impulse", None)
+        if impulse is not None:  # impulse model: the last step's impulses (n, t1, t2) = (z, x, y) over Δt
+            lam = to_numpy(impulse.impulse) / self.dt
+            return np.stack([lam[..., 1], lam[..., 2], lam[..., 0]], -1)
         c = self.sim.forces.contact
         r = self.body.contact_points()[2]
         P0, P1 = before["spheres"], after["spheres"]

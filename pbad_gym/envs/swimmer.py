@@ -61,6 +61,8 @@ class SwimmerVectorEnv(PBADVectorEnv):
         self.exclude_positions = bool(exclude_current_positions_from_observation)
         self.gear_value, self.drag = gear, drag
         self.obs_dim = 16 if self.exclude_positions else 19
+        if kwargs.get("contact_model", "penalty") != "penalty":
+            raise ValueError("the Swimmer has no ground contact: contact_model must stay 'penalty' (unused)")
         super().__init__(num_envs, max_episode_steps, dt=dt, **kwargs)
 
     def _build_body(self):
