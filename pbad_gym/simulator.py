@@ -30,7 +30,7 @@ class Simulator:
             gradient tolerance in units of q (rad, m)
             (default 1e-9 in float64, 1e-5 in float32).
         hessian: "exact" or "gauss_newton".
-        order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, DESIGN.md §5; LM only).
+        order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, DESIGN.md §5).
         contact_model: "penalty" (contact energies in the step, DESIGN.md §4) or "impulse" (a contact-free PBAD
             step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of
             :class:`pbad_gym.contact.ImpulseContact` fields or an ImpulseContact).
@@ -55,8 +55,8 @@ class Simulator:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if order not in (2,) + COLLOCATION_ORDERS:
             raise ValueError(f"order must be 2 (PBAD) or one of {COLLOCATION_ORDERS} (collocation), got {order!r}")
-        if order > 2 and (integrator != "pbad" or optimizer != "lm"):
-            raise ValueError("collocation (order > 2) needs integrator='pbad' and optimizer='lm'")
+        if order > 2 and integrator != "pbad":
+            raise ValueError("collocation (order > 2) needs integrator='pbad'")
         if hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
         if not (np.isfinite(dt) and dt > 0):
@@ -194,7 +194,7 @@ class Simulator:
 
     def _step_collocation(self, tau):
         nodes, res = collocation_step(self.body, self._q_prev, self._q, self.qd, tau, self.dt, self.forces,
-                                      self.order, max_iter=self.max_iter or 50, tol=self.tol,
+                                      self.order, optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol,
                                       contact=self._contact)
         xp = self.xp
         self._nodes = xp.concatenate([self._q_prev[:, None], self._q[:, None], nodes], 1)

@@ -4,6 +4,7 @@
 # name -> module, imported lazily so `pbad-bench --help` stays fast
 BENCHMARKS = {
     "fig2": "pbad_gym.bench.fig2",
+    "fig3": "pbad_gym.bench.fig3",
     "reorder": "pbad_gym.bench.reorder",
     "amgs": "pbad_gym.bench.amgs",
     "throughput": "pbad_gym.bench.throughput",

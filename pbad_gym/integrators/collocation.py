@@ -29,7 +29,7 @@ from ..energies.actuation import actuation_trivialized_correction
 from ..energies.contact import GroundContact, point_terms_to_links, sphere_centres
 from ..kinematics import (cross_hessian, cross_spatial_form, difference, forward_kinematics, generalized_gradient,
                           generalized_hessian, integrate, matvec, mixed_moments, pose_gradient_wrench, skew)
-from ..optim import levenberg_marquardt
+from ..optim import lbfgs, levenberg_marquardt
 
 ORDERS = (3, 4)
 
@@ -299,11 +299,12 @@ def start_node(body, q, qd, dt, order, gravity):
     return integrate(body, q, h * qd + 0.5 * h * h * qdd)
 
 
-def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *, max_iter=50, tol=1e-9,
-                     contact=None, W=None):
+def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *, optimizer="lm", max_iter=None,
+                     tol=1e-9, contact=None, W=None):
     """One collocation step of ``order`` for a batch. q_prevnode: the previous step's last interior node (B, nq);
-    qd_cur (B, nv): a velocity estimate at t_k for the warm start. Returns (nodes (B, K−1, nq) at α_1 … 1,
-    LMResult with grad_norm = max |r|/D)."""
+    qd_cur (B, nv): a velocity estimate at t_k for the warm start; optimizer "lm" (default: Gauss-Newton steps on
+    the residual) or "lbfgs" (on the same weighted squared residual, for comparison; max_iter default 50 / 2000).
+    Returns (nodes (B, K−1, nq) at α_1 … 1, LMResult with grad_norm = max |r|/D)."""
     data = prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact, W)
     nodes = collocation_nodes(order)[2:]
     B, n = q_cur.shape[0], order - 1
@@ -315,9 +316,13 @@ def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *,
         out = integrate(body, x.reshape(Bx * n, body.nq), dx.reshape(Bx * n, body.nv))
         return out.reshape(Bx, -1)
 
-    res = levenberg_marquardt(lambda x, idx: _objective(body, x, data.take(idx), n), _gauss_newton_factor, retract,
-                              x0, max_iter=max_iter, tol=tol, sqrt_hessian=True,
-                              mu0=0.0)  # the residual Jacobian is exact: start with Newton steps
+    value_grad = lambda x, idx: _objective(body, x, data.take(idx), n)  # noqa: E731
+    if optimizer == "lbfgs":
+        _, D = _gauss_newton_factor(value_grad(x0, None)[2])
+        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 2000, tol=tol, scale=D)
+    else:  # the residual Jacobian is exact: start with undamped Newton steps
+        res = levenberg_marquardt(value_grad, _gauss_newton_factor, retract, x0, max_iter=max_iter or 50, tol=tol,
+                                  sqrt_hessian=True, mu0=0.0)
     return res.x.reshape(B, n, body.nq), res
 
 

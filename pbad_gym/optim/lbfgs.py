@@ -117,13 +117,15 @@ def _line_search(value_grad, retract, x, E, g, d, gd, t0, idx, B):
     Only Armijo points are ever accepted, so the search is monotone. Without one, t is halved (backtracking);
     with one that fails the curvature test gᵀ(t)d ≥ c2·gd, the bracket [lo, hi] moves up (t doubles until
     bracketed). After _MAX_TRIALS the largest Armijo point found is taken.
-    Returns t (A,), x_new (A, n_x), E_new (A,), g_new (A, n), ok (A,) (a step was found), nev (A,) evaluations.
+    Returns t (A,), x_new (A, n_x), E_new (A,), g_new (A, n), ok (A,) (a step was found), nev (A,) evaluations,
+    and m_new (A,) the accepted points' ctx.measure (inf when value_grad gives none).
     """
     xp = xp_of(x)
     A = x.shape[0]
     eps = xp.finfo(x.dtype).eps
     t, lo, hi = t0.copy(), xp.zeros_like(t0), xp.full_like(t0, xp.inf)
     x_new, E_new, g_new, t_acc = x.copy(), E.copy(), g.copy(), xp.zeros_like(t0)
+    m_new = xp.full_like(t0, xp.inf)  # ctx.measure of the accepted point, when value_grad provides one
     ok, nev = xp.zeros(A, dtype=bool), xp.zeros(A, dtype=xp.int64)
     srch = xp.nonzero(gd < 0)[0]  # no descent (g = 0 exactly, or not finite): no step to search for
     for _ in range(_MAX_TRIALS):
@@ -133,7 +135,8 @@ def _line_search(value_grad, retract, x, E, g, d, gd, t0, idx, B):
         sel = None if rows.size == B else rows
         ts, gds, Es = t[srch], gd[srch], E[srch]
         x_try = retract(x[srch], sel, ts[:, None] * d[srch])
-        E_try, g_try, _ = value_grad(x_try, sel)
+        E_try, g_try, ctx = value_grad(x_try, sel)
+        m_try = getattr(ctx, "measure", None)
         nev[srch] += 1
         band = _EPS_BAND * eps * xp.maximum(xp.abs(Es), xp.abs(E_try))
         finite = xp.isfinite(E_try) & xp.all(xp.isfinite(g_try), -1)
@@ -141,16 +144,19 @@ def _line_search(value_grad, retract, x, E, g, d, gd, t0, idx, B):
         curv = xp.sum(g_try * d[srch], -1) >= _C2 * gds
         a = srch[armijo]  # every Armijo point supersedes the previous one (its t is larger: lo only grows)
         x_new[a], E_new[a], g_new[a], t_acc[a], ok[a] = x_try[armijo], E_try[armijo], g_try[armijo], ts[armijo], True
+        if m_try is not None:
+            m_new[a] = m_try[armijo]
         lo[a], hi[srch[~armijo]] = ts[armijo], ts[~armijo]
         t[srch] = xp.where(xp.isinf(hi[srch]), 2.0 * lo[srch], 0.5 * (lo[srch] + hi[srch]))
         srch = srch[~(armijo & curv)]
-    return t_acc, x_new, E_new, g_new, ok, nev
+    return t_acc, x_new, E_new, g_new, ok, nev, m_new
 
 
 def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=None, record_history=False):
     """Minimise an energy over a batch of B problems in lock-step by L-BFGS with a weak-Wolfe line search.
 
-    value_grad(x, idx) -> (E (B',), g (B', n), ctx): as for levenberg_marquardt (ctx is ignored).
+    value_grad(x, idx) -> (E (B',), g (B', n), ctx): as for levenberg_marquardt; a ctx with a ``measure``
+    attribute (B',) overrides the convergence measure, as in LM.
     retract(x, idx, dx) -> x ⊕ dx, x (B', n_x), dx (B', n).
     x0 (B, n_x); history: pairs kept per trajectory (m); scale: optional (B, n) > 0, e.g. LM's D (the diagonal of
     the Gauss-Newton Hessian): the convergence test is then max_j |g_j|/scale_j < tol, identical to LM's, and
@@ -163,7 +169,8 @@ def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=
     xp = xp_of(x0)
     B = x0.shape[0]
     x = x0.copy()
-    E, g, _ = value_grad(x, None)
+    E, g, ctx = value_grad(x, None)
+    has_measure = getattr(ctx, "measure", None) is not None
     mem = _Memory(xp, B, history, g.shape[-1], g.dtype)
     iters = xp.zeros(B, dtype=xp.int64)
     fevals = xp.ones(B, dtype=xp.int64)
@@ -173,7 +180,7 @@ def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=
     def gnorm_of(gi, rows):
         return xp.max(xp.abs(gi) if scale is None else xp.abs(gi) / scale[rows], axis=-1)
 
-    gnorm = gnorm_of(g, slice(None))
+    gnorm = ctx.measure.copy() if has_measure else gnorm_of(g, slice(None))
     hist = [] if record_history else None
     for _ in range(max_iter):
         conv = conv | (gnorm < tol)
@@ -183,13 +190,14 @@ def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=
         gi = g[idx]
         d, gd, t0 = _direction(mem, idx, gi, scale)
         had_memory = mem.count[idx] > 0  # after _direction's resets: False means d = −H0 g already
-        t, x_new, E_new, g_new, ok, nev = _line_search(value_grad, retract, x[idx], E[idx], gi, d, gd, t0, idx, B)
+        t, x_new, E_new, g_new, ok, nev, m_new = _line_search(value_grad, retract, x[idx], E[idx], gi, d, gd, t0,
+                                                              idx, B)
         fevals[idx] += nev
         acc = idx[ok]
         if acc.size:
             mem.push(acc, t[ok, None] * d[ok], g_new[ok] - gi[ok])
             x[acc], E[acc], g[acc] = x_new[ok], E_new[ok], g_new[ok]
-            gnorm[acc] = gnorm_of(g_new[ok], acc)
+            gnorm[acc] = m_new[ok] if has_measure else gnorm_of(g_new[ok], acc)
             iters[acc] += 1
         mem.reset(idx[~ok & had_memory])  # the curvature model misled the search: start over from −H0 g
         stalled[idx[~ok & ~had_memory]] = True  # not even −H0 g gives an Armijo point: round-off or a kink
