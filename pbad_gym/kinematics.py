@@ -416,10 +416,6 @@ def spatial_from_moments(m, cw, Sw):
     return out
 
 
-_EPS3 = np.zeros((3, 3, 3))
-_EPS3[0, 1, 2] = _EPS3[1, 2, 0] = _EPS3[2, 0, 1] = 1.0
-_EPS3[0, 2, 1] = _EPS3[2, 1, 0] = _EPS3[1, 0, 2] = -1.0
-
 
 def mixed_moments(body, kin_a, kin_b):
     """Mass moments of every link shared by two configurations a, b: (c_a = ∫ρP_a, c_b = ∫ρP_b (B, L, 3),
@@ -440,9 +436,8 @@ def cross_spatial_form(m, c_a, c_b, S_ab, W=None):
     xp = xp_of(c_a, S_ab)
     eye = xp.eye(3, dtype=S_ab.dtype)
     W = xp.broadcast_to(eye, S_ab.shape) if W is None else W
-    eps = xp.asarray(_EPS3, dtype=S_ab.dtype)
     out = xp.empty(S_ab.shape[:-2] + (6, 6), dtype=S_ab.dtype)
-    out[..., :3, :3] = xp.einsum("bak,cdl,...bc,...kl->...ad", eps, eps, W, S_ab, optimize=True)
+    out[..., :3, :3] = _rotational_block(W, S_ab)
     out[..., :3, 3:] = skew(c_a) @ W
     out[..., 3:, :3] = -W @ skew(c_b)
     out[..., 3:, 3:] = xp.asarray(m, dtype=S_ab.dtype)[..., None, None] * W
@@ -464,13 +459,27 @@ def cross_hessian(body, kin_a, kin_b, K):
     return xp.where(anc > 0, P1, xp.where(xp.swapaxes(anc, 0, 1) > 0, P2, 0.0))
 
 
+def _rotational_block(W, S):
+    """∫ρ [P_a]×ᵀ W [P_b]× = Σ_kl S_kl [e_k]×ᵀ W [e_l]× = −Σ_k [e_k]× W [S_k,:]× for S = ∫ρ P_a P_bᵀ (…, 3, 3):
+    three batched 3x3 products (a 4-index einsum was the drag Hessian's bottleneck)."""
+    xp = xp_of(W, S)
+    E = xp.asarray(_SKEW_E, dtype=S.dtype)
+    out = -(E[0] @ W) @ skew(S[..., 0, :])
+    for k in (1, 2):
+        out = out - (E[k] @ W) @ skew(S[..., k, :])
+    return out
+
+
+_SKEW_E = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]], [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
+                    [[0, -1, 0], [1, 0, 0], [0, 0, 0]]], dtype=float)
+
+
 def weighted_spatial_form(m, cw, Sw, W):
     """Spatial quadratic form of ∫ρ (ω×P + v)ᵀ W (ω×P + v) (…, 6, 6) for a constant symmetric weight W (…, 3, 3),
     from world moments m (…), c = ∫ρP (…, 3), S = ∫ρPPᵀ (…, 3, 3): [[Σ ε_bak ε_cdl W_bc S_kl, [c]×W], [−W[c]×, mW]]."""
     xp = xp_of(cw, Sw, W)
-    eps = xp.asarray(_EPS3, dtype=Sw.dtype)
     out = xp.empty(Sw.shape[:-2] + (6, 6), dtype=Sw.dtype)
-    out[..., :3, :3] = xp.einsum("bak,cdl,...bc,...kl->...ad", eps, eps, W, Sw, optimize=True)
+    out[..., :3, :3] = _rotational_block(W, Sw)
     cW = skew(cw) @ W
     out[..., :3, 3:] = cW
     out[..., 3:, :3] = xp.swapaxes(cW, -1, -2)
