@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import check_dtype, get_xp
+from .backend import check_dtype, get_xp, to_numpy
 from .contact import CONTACT_MODELS, check_lcp_options, impulse_step, initial_state, make_impulse_contact
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
@@ -12,6 +12,31 @@ from .integrators.collocation import ORDERS as COLLOCATION_ORDERS
 from .integrators.collocation import _check_forces, collocation_step, node_velocity, start_node
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
+
+
+_STATE = ("q", "q_prev", "qd", "nodes", "contact", "impulse", "fresh")
+
+
+def _take(v, idx):
+    """Rows ``idx`` of an array, a dict of arrays or a tuple of arrays (None stays None)."""
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        return {k: a[idx] for k, a in v.items()}
+    if isinstance(v, tuple):
+        return type(v)(*(a[idx] for a in v))
+    return v[idx]
+
+
+def _with_rows(cur, new, idx):
+    """A copy of ``cur`` (array, dict or tuple of arrays) with rows ``idx`` replaced by ``new``."""
+    if isinstance(cur, dict):
+        return {k: _with_rows(a, new[k], idx) for k, a in cur.items()}
+    if isinstance(cur, tuple):
+        return type(cur)(*(_with_rows(a, b, idx) for a, b in zip(cur, new)))
+    out = cur.copy()
+    out[idx] = new
+    return out
 
 
 class Simulator:
@@ -96,35 +121,88 @@ class Simulator:
         self.reset()
 
     # --- state ----------------------------------------------------------------------------------------------
-    def _batch(self, a, n, what):
+    def _batch(self, a, n, what, rows=None):
         xp = self.xp
+        rows = self.num_envs if rows is None else rows
         a = xp.asarray(a, dtype=self.dtype)
         if a.ndim == 1:
-            a = xp.broadcast_to(a, (self.num_envs, a.shape[0]))
-        if a.shape != (self.num_envs, n):
-            raise ValueError(f"{what} must have shape ({n},) or ({self.num_envs}, {n}), got {tuple(a.shape)}")
+            a = xp.broadcast_to(a, (rows, a.shape[0]))
+        if a.shape != (rows, n):
+            raise ValueError(f"{what} must have shape ({n},) or ({rows}, {n}), got {tuple(a.shape)}")
         if not bool(xp.all(xp.isfinite(a))):
             raise ValueError(f"{what} contains NaN or inf")
         return a.copy()
 
-    def reset(self, q=None, qd=None):
-        """Set the state: q (B, nq) or (nq,) (default: neutral pose), qd (B, nv) or (nv,) (default: rest)."""
+    def reset(self, q=None, qd=None, rows=None):
+        """Set the state: q (nq,) or one row per reset trajectory (default: neutral pose), qd (nv,) or one row
+        per reset trajectory (default: rest).
+
+        rows: None resets every trajectory (and the clock); a bool mask (B,) or an index array resets only those
+        trajectories — the others keep their state, caches and contact memory bit for bit.
+        """
         body = self.body
-        self._q = normalize(body, self._batch(body.q0() if q is None else q, body.nq, "q"))
-        qd = self._batch(np.zeros(body.nv) if qd is None else qd, body.nv, "qd")
-        self._qd = qd
+        idx = None if rows is None else self._rows(rows)
+        n = self.num_envs if idx is None else len(idx)
+        q = normalize(body, self._batch(body.q0() if q is None else q, body.nq, "q", n))
+        qd = self._batch(np.zeros(body.nv) if qd is None else qd, body.nv, "qd", n)
         # PBAD keeps the previous configuration (order 2: a backward difference reproduces the requested
         # velocity; collocation: the previous step's last interior node, extrapolated to third order)
         if self.order == 2:
-            self._q_prev = integrate(body, self._q, -self.dt * qd)
+            q_prev = integrate(body, q, -self.dt * qd)
         else:
-            self._q_prev = start_node(body, self._q, qd, self.dt, self.order, self.gravity)
-        self._nodes = None
-        self._kin = self._kin_prev = None  # cached kinematics of q and q_prev (PBAD)
-        self._contact = None  # lagged contact state of q (PBAD with contact)
-        self._impulse = None if self.impulse is None else initial_state(body, self.num_envs, self.xp, self.dtype)
-        self.time = 0.0
+            q_prev = start_node(body, q, qd, self.dt, self.order, self.gravity)
+        impulse = None if self.impulse is None else initial_state(body, n, self.xp, self.dtype)
+        fresh = dict(q=q, q_prev=q_prev, qd=qd, impulse=impulse, fresh=self.xp.ones(n, dtype=bool))
+        if idx is None:
+            self._q, self._q_prev, self._qd, self._impulse, self._fresh = (fresh[k] for k in (
+                "q", "q_prev", "qd", "impulse", "fresh"))
+            self._nodes, self._contact = None, None
+            self.time = 0.0
+        else:
+            self._write_rows(idx, fresh)
+            if self._contact is not None:  # fresh contact memory (anchors) for the reset rows only
+                new = contact_state(body, forward_kinematics(body, self._q), self.forces.contact, self.dt)
+                self._contact = _with_rows(self._contact, _take(new, idx), idx)
+        self._kin = self._kin_prev = None  # cached kinematics of q and q_prev, recomputed on the next step
         return self
+
+    def snapshot(self):
+        """A copy of the complete dynamic state (for :meth:`restore`)."""
+        copy = lambda v: None if v is None else (  # noqa: E731
+            {k: a.copy() for k, a in v.items()} if isinstance(v, dict) else
+            type(v)(*(a.copy() for a in v)) if isinstance(v, tuple) else v.copy())
+        return {k: copy(getattr(self, "_" + k)) for k in _STATE} | {"time": self.time}
+
+    def restore(self, snapshot, rows=None):
+        """Put back the state of :meth:`snapshot` for every trajectory, or only for ``rows`` (mask or indices)."""
+        if rows is None:
+            for k in _STATE:
+                setattr(self, "_" + k, snapshot[k])
+            self.time = snapshot["time"]
+        else:
+            idx = self._rows(rows)
+            self._write_rows(idx, {k: _take(snapshot[k], idx) for k in _STATE if k not in ("nodes", "contact")})
+            for k in ("nodes", "contact"):
+                cur, old = getattr(self, "_" + k), snapshot[k]
+                if cur is not None and old is not None:
+                    setattr(self, "_" + k, _with_rows(cur, _take(old, idx), idx))
+        self._kin = self._kin_prev = None
+
+    def _rows(self, rows):
+        r = np.asarray(to_numpy(rows))
+        if r.dtype == bool:
+            if r.shape != (self.num_envs,):
+                raise ValueError(f"rows mask must have shape ({self.num_envs},), got {r.shape}")
+            r = np.nonzero(r)[0]
+        if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= self.num_envs)):
+            raise ValueError(f"rows must be a ({self.num_envs},) bool mask or indices in [0, {self.num_envs})")
+        return self.xp.asarray(r.astype(np.int64))
+
+    def _write_rows(self, idx, fields):
+        for k, v in fields.items():
+            cur = getattr(self, "_" + k)
+            if cur is not None and v is not None:
+                setattr(self, "_" + k, _with_rows(cur, v, idx))
 
     @property
     def q(self):
@@ -141,7 +219,20 @@ class Simulator:
             return difference(self.body, self._q_prev, self._q) / self.dt
         if self._nodes is None:
             return self._qd
-        return node_velocity(self.body, self._nodes, self.dt, self.order)
+        v = node_velocity(self.body, self._nodes, self.dt, self.order)
+        return self.xp.where(self._fresh[:, None], self._qd, v)  # rows reset since the last step
+
+    def kinematics(self):
+        """Forward kinematics of the current configuration (cached between steps)."""
+        if self._kin is None:
+            self._kin = forward_kinematics(self.body, self._q)
+        return self._kin
+
+    @property
+    def contact_impulses(self):
+        """Impulse contact: the last step's per-sphere impulses (B, S, 3) in (n, t1, t2) = (z, x, y) order [N s];
+        None for the penalty model."""
+        return None if self._impulse is None else self._impulse.impulse
 
     def energy(self):
         """(kinetic, potential) energy [J] of the current state, each (B,)."""
@@ -168,6 +259,7 @@ class Simulator:
         if self.impulse is not None:
             return self._step_impulse(tau)
         res = self._step_collocation(tau) if self.order > 2 else self._step_pbad(tau)
+        self._fresh = self.xp.zeros(self.num_envs, dtype=bool)
         self._kin = forward_kinematics(body, self._q)
         if self.forces.contact is not None:
             self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)

@@ -22,7 +22,6 @@ Conventions shared by both forms:
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import gymnasium
@@ -33,45 +32,27 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ..backend import to_numpy
-from ..energies import contact_state
-from ..kinematics import forward_kinematics, integrate, matvec
-from ..simulator import OPTIMIZERS, Simulator
+from ..contact import CONTACT_MODELS
+from ..integrators import OPTIMIZERS
+from ..integrators.collocation import ORDERS as COLLOCATION_ORDERS
+from ..kinematics import matvec
+from ..simulator import Simulator
 
-ORDERS = (2,)
-COLLOCATION_ORDERS = (3, 4)
+ORDERS = (2,) + COLLOCATION_ORDERS
 LCP_METHODS = ("pgs", "amgs", "block_pgs")
 NONFINITE_ACTIONS = ("raise", "zero")
-
-
-def _simulator_accepts(name):
-    return name in inspect.signature(Simulator.__init__).parameters
-
-
-def contact_models():
-    """The contact models the installed Simulator offers ("penalty", and "impulse" once it has it)."""
-    return ("penalty", "impulse") if _simulator_accepts("contact_model") else ("penalty",)
 
 
 def validate_solver_options(order, optimizer, contact_model, lcp_method):
     """Check the solver options the environments accept; name the accepted values otherwise."""
     if order not in ORDERS:
-        if order in COLLOCATION_ORDERS:
-            raise NotImplementedError(
-                f"order={order!r}: the environments run PBAD order 2 only; collocation (order 3, 4) keeps interior "
-                "nodes that a per-trajectory reset (autoreset, reset_mask) cannot set without changing the other "
-                f"trajectories (needs a per-row Simulator reset); accepted: {ORDERS}")
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if optimizer not in OPTIMIZERS:
-        if optimizer == "lbfgs":
-            raise NotImplementedError(f"optimizer={optimizer!r} is not available in the Simulator yet; "
-                                      f"accepted: {OPTIMIZERS}")
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    accepted = contact_models()
-    if contact_model not in accepted:
-        if contact_model == "impulse":
-            raise NotImplementedError(f"contact_model={contact_model!r} is not available in the Simulator yet; "
-                                      f"accepted: {accepted}")
-        raise ValueError(f"contact_model must be one of {accepted}, got {contact_model!r}")
+    if contact_model not in CONTACT_MODELS:
+        raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
+    if contact_model == "impulse" and order != 2:
+        raise ValueError("contact_model='impulse' runs with order=2 only")
     if lcp_method not in LCP_METHODS:
         raise ValueError(f"lcp_method must be one of {LCP_METHODS}, got {lcp_method!r}")
 
@@ -122,7 +103,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         if contact_model != "penalty":
             options.update(contact_model=contact_model, lcp_method=lcp_method)
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
-                             max_iter=max_iter, tol=tol, **options)
+                             max_iter=max_iter, tol=tol, order=order, **options)
         self.dt = self.sim.dt
         self.xp = self.sim.xp
 
@@ -182,9 +163,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         return to_numpy(self.xp.sum(moment, 1) / b.total_mass)
 
     def _kinematics(self):
-        """Kinematics of the current configuration (the Simulator's cached one when it has it)."""
-        kin = getattr(self.sim, "_kin", None)
-        return kin if kin is not None else forward_kinematics(self.body, self.sim.q)
+        """Kinematics of the current configuration (cached by the Simulator)."""
+        return self.sim.kinematics()
 
     def _state_numpy(self):
         return to_numpy(self.sim.q), to_numpy(self.sim.qd)
@@ -203,43 +183,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             raise ValueError("set_state: q and qd must be finite")
         if n == 0:
             return
-        if n == self.num_envs:
-            sim.reset(q, qd)
-            return
-        self._write_rows(mask, xp.asarray(q, dtype=sim.dtype), xp.asarray(qd, dtype=sim.dtype))
-
-    def _write_rows(self, mask, q, qd=None, q_prev=None):
-        """Write rows of the Simulator's PBAD state in place (the Simulator's reset() always resets the whole
-        batch and rebuilds q_prev from qd, which would change the other rows by round-off). Either qd (the
-        previous configuration follows as in Simulator.reset) or q_prev is given."""
-        sim, body, xp = self.sim, self.body, self.xp
-        idx = xp.asarray(np.nonzero(mask)[0])
-        from ..kinematics import normalize
-        q = normalize(body, q)
-        if q_prev is None:
-            q_prev = integrate(body, q, -sim.dt * qd)
-        sim._q = sim._q.copy()
-        sim._q_prev = sim._q_prev.copy()
-        sim._q[idx], sim._q_prev[idx] = q, q_prev
-        sim._kin = forward_kinematics(body, sim._q)
-        sim._kin_prev = None
-        impulse = getattr(sim, "_impulse", None)
-        if impulse is not None:  # impulse contact: the reset rows start without warm-start impulses
-            fields = {}
-            for key, val in impulse._asdict().items():
-                val = val.copy()
-                val[idx] = 0.0
-                fields[key] = val
-            sim._impulse = impulse._replace(**fields)
-        if sim.forces.contact is not None:
-            fresh = contact_state(body, sim._kin, sim.forces.contact, sim.dt)
-            if sim._contact is None:
-                sim._contact = fresh
-            else:
-                for key, val in fresh.items():
-                    old = sim._contact[key].copy()
-                    old[idx] = val[idx]
-                    sim._contact[key] = old
+        sim.reset(xp.asarray(q, dtype=sim.dtype), xp.asarray(qd, dtype=sim.dtype), rows=None if n == self.num_envs
+                  else mask)
 
     # --- action handling ------------------------------------------------------------------------------------
     def _check_action(self, action, batched=True):
@@ -265,7 +210,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         Returns (obs float32 (B, obs_dim), reward (B,), terminated (B,), diverged (B,), info)."""
         sim, xp = self.sim, self.xp
         B = self.num_envs
-        q_prev_before, q_before = sim._q_prev, sim._q
+        snapshot = sim.snapshot()
         before = self._last_summary
         ctrl = action if skip is None else np.where(skip[:, None], 0.0, action)
         tau = np.zeros((B, self.body.nv))
@@ -286,7 +231,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             diverged &= ~skip
         if diverged.any():
             # restore the pre-step state of the diverged rows; they are reset by the next step (autoreset)
-            self._write_rows(diverged, q_before[xp.asarray(diverged)], q_prev=q_prev_before[xp.asarray(diverged)])
+            sim.restore(snapshot, rows=diverged)
             obs = np.where(diverged[:, None], self._obs, obs)
             reward = np.where(diverged, 0.0, reward)
             terminated = terminated & ~diverged
@@ -310,10 +255,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         states = [self._initial_state(self._rngs[i]) for i in rows]
         q = np.stack([s[0] for s in states])
         qd = np.stack([s[1] for s in states])
-        if len(rows) == self.num_envs:
-            self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype))
-        else:
-            self._write_rows(mask, self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype))
+        self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype),
+                       rows=None if len(rows) == self.num_envs else mask)
         self._elapsed[rows] = 0
         self._unconverged[rows] = 0
         self._needs_reset[rows] = False

@@ -133,9 +133,9 @@ class SpiderVectorEnv(PBADVectorEnv):
         """Ground force on each contact sphere (B, S, 3) [N] over the last step: normal D1·d at the new state,
         viscous friction −D2·Δp∥/Δt on spheres in contact at the old one (Coulomb: bounded by μN); with
         contact_model="impulse" the LCP's impulses divided by Δt."""
-        impulse = getattr(self.sim, "_impulse", None)
+        impulse = self.sim.contact_impulses
         if impulse is not None:  # impulse model: the last step's impulses (n, t1, t2) = (z, x, y) over Δt
-            lam = to_numpy(impulse.impulse) / self.dt
+            lam = to_numpy(impulse) / self.dt
             return np.stack([lam[..., 1], lam[..., 2], lam[..., 0]], -1)
         c = self.sim.forces.contact
         r = self.body.contact_points()[2]
@@ -164,7 +164,7 @@ class SpiderVectorEnv(PBADVectorEnv):
     def healthy(self, q):
         """(B,) bool: finite state, torso height in healthy_z_range, torso up axis z ≥ healthy_up_min."""
         z = q[:, 2]
-        w, x, y = q[:, 3], q[:, 4], q[:, 5]
+        x, y = q[:, 4], q[:, 5]
         up_z = 1.0 - 2.0 * (x * x + y * y)
         finite = np.all(np.isfinite(q), axis=1)
         with np.errstate(invalid="ignore"):

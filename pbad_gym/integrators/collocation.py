@@ -209,7 +209,7 @@ def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts, damp):
     """Jr (B, n, nv, n, nv): own-node blocks (curvature + own coefficients) and cross-node blocks."""
     xp = xp_of(G)
     dt, f, c = data.dt, data.forces, body.arrays(xp, G.dtype)
-    B, nv, L = data.q_ref.shape[0], body.nv, body.L
+    B, nv = data.q_ref.shape[0], body.nv
     W1u, W2u = data.W1[:, 2:], data.W2[:, 2:]  # coefficients of the unknown nodes
     mom_c, mom_S = _self_moments(body, kin)
     own = lambda Wu, s: xp.asarray(np.tile(np.diag(Wu), B) * s, dtype=G.dtype)  # noqa: E731
