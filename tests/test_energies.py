@@ -86,3 +86,25 @@ def test_step_energy_derivatives(body, hessian):
         np.testing.assert_allclose(H, expect, rtol=1e-10, atol=1e-12 * np.abs(expect).max())
     np.testing.assert_allclose(H, np.swapaxes(H, 1, 2), atol=1e-9 * np.abs(H).max())
     assert np.all(D > 0)
+
+
+def test_step_energy_derivatives_with_every_term():
+    """The whole step energy with drag, viscous contact, limits and damping (exact Hessian by second differences)."""
+    from pbad_gym.energies import make_force_model
+    from pbad_gym.model import chain
+
+    body = chain(3, floating=True, link_length=0.2, radius=0.05)
+    rng = np.random.default_rng(9)
+    qk = random_q(body, 2, rng, scale=0.3)
+    qk[:, 2] = 0.03
+    qkm = integrate(body, qk, 0.01 * rng.standard_normal((2, body.nv)))
+    tau = 0.01 * rng.standard_normal((2, body.nv))
+    forces = make_force_model(body, G, drag=rng.uniform(0.5, 3.0, (body.L, 3)),
+                              contact=dict(stiffness=500.0, friction="viscous", damping=3.0),
+                              damping=np.linspace(0.0, 0.2, body.nv))
+    data = prepare_step(body, qkm, qk, tau, DT, forces)
+    q = integrate(body, qk, 0.02 * rng.standard_normal((2, body.nv)))
+    E, g, H, D = step_energy(body, q, data, derivatives=True)
+    value = lambda x: step_energy(body, x, data)  # noqa: E731
+    assert rel_err(g, fd_gradient(value, body, q)) < 1e-6
+    assert rel_err(H, fd_hessian(value, body, q)) < 1e-6

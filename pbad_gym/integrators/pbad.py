@@ -14,7 +14,7 @@ from ..backend import to_numpy, xp_of
 from ..energies import (ForceModel, LinkTerms, actuation_terms, contact_state, contact_terms, damping_terms,
                         drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms, limit_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
-                          pose_gradient_wrench, world_moments)
+                          pose_gradient_wrench, weighted_spatial_form, world_moments)
 from ..optim import lbfgs, levenberg_marquardt
 
 HESSIANS = ("exact", "gauss_newton")
@@ -80,6 +80,7 @@ class StepContext(NamedTuple):
     X: object
     dt: float
     hessian: str
+    W: object  # drag weights (B, L, 3, 3) or None
 
 
 def step_terms(body, q, data, derivatives=True):
@@ -91,7 +92,8 @@ def step_terms(body, q, data, derivatives=True):
     links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives, gauss_newton=False) + \
         gravity_terms(body, kin, g, derivatives)
     if f.drag is not None:
-        links = links + drag_terms(body, kin, data.kin_ref, data.W, data.dt, derivatives)
+        # its Gauss-Newton form is folded into the inertia one in step_hessian (both are mass-moment forms)
+        links = links + drag_terms(body, kin, data.kin_ref, data.W, data.dt, derivatives, gauss_newton=False)
     if f.contact is not None:
         links = links + contact_terms(body, kin, f.contact, data.contact, data.dt, derivatives)
     joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives)
@@ -107,14 +109,20 @@ def step_energy_grad(body, q, data, hessian="exact"):
     kin, links, joints = step_terms(body, q, data)
     wrench, X = pose_gradient_wrench(kin, links.G, links.f)
     g = generalized_gradient(body, kin, wrench) + joints.grad
-    return links.value + joints.value, g, StepContext(kin, links, joints, X, data.dt, hessian)
+    return links.value + joints.value, g, StepContext(kin, links, joints, X, data.dt, hessian, data.W)
 
 
 def step_hessian(body, ctx):
     """Hessian (B, nv, nv) ("exact" or "gauss_newton": the terms' Gauss-Newton forms — M/Δt² for inertia — plus
     joint-space Hessians) and the diagonal of its Gauss-Newton part D (B, nv)."""
-    K = LinkTerms(None, K=world_moments(body, ctx.kin).scaled(1.0 / (ctx.dt * ctx.dt))) + \
-        LinkTerms(None, K=ctx.links.K)
+    mom, dt = world_moments(body, ctx.kin), ctx.dt
+    if ctx.W is None:
+        K = mom.scaled(1.0 / (dt * dt))
+    else:  # the forms are linear in the weight: inertia (1/Δt²) and drag (W/Δt) in one pass
+        xp = xp_of(ctx.W)
+        W = ctx.W / dt + xp.eye(3, dtype=ctx.W.dtype) / (dt * dt)
+        K = weighted_spatial_form(xp.broadcast_to(mom.m, ctx.kin.t.shape[:2]), mom.c, mom.S, W)
+    K = LinkTerms(None, K=K) + LinkTerms(None, K=ctx.links.K)
     exact = ctx.hessian == "exact"
     H, D = generalized_hessian(body, ctx.kin, K=K.K, G=ctx.links.G if exact else None, f=ctx.links.f, X=ctx.X,
                                gn_diagonal=True)
