@@ -38,7 +38,7 @@ class SwimmerVectorEnv(PBADVectorEnv):
     ## Arguments
     num_envs=1, max_episode_steps=1000, forward_reward_weight=1.0, ctrl_cost_weight=1e-4, reset_noise_scale=0.1,
     exclude_current_positions_from_observation=True, gear=30.0 [N m], drag=(0.1, 10.0) (axial, normal) [1/s],
-    dt=0.05 [s], order=2, optimizer="lm", max_iter=50, tol=None (1e-9 in float64), contact_model="penalty"
+    dt=0.05 [s], order=2, optimizer="lm", max_iter=50, tol=1e-7 [rad], contact_model="penalty"
     (no contact here), lcp_method="pgs", device="cpu", dtype=np.float64, render_mode=None | "rgb_array",
     nonfinite_action="raise" | "zero", max_unconverged_steps=10, render_width=320, render_height=240,
     render_num_envs=4.
