@@ -129,8 +129,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         raise NotImplementedError
 
     def _gear(self):
-        """Per-actuator torque scale [N m] (scalar or (n_act,))."""
-        raise NotImplementedError
+        """Per-actuator torque scale [N m] (scalar or (n_act,)): the subclass's ``gear_value``, validated."""
+        g = np.asarray(self.gear_value, dtype=float)
+        if not (np.all(np.isfinite(g)) and np.all(g > 0)):
+            raise ValueError(f"gear must be positive, got {self.gear_value!r}")
+        return g
 
     def _sim_options(self) -> dict:
         """Simulator keyword arguments: gravity, drag, contact, limit_stiffness, damping."""

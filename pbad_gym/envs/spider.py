@@ -104,12 +104,6 @@ class SpiderVectorEnv(PBADVectorEnv):
     def _build_body(self):
         return spider()
 
-    def _gear(self):
-        g = np.asarray(self.gear_value, dtype=float)
-        if not (np.all(np.isfinite(g)) and np.all(g > 0)):
-            raise ValueError(f"gear must be positive, got {self.gear_value!r}")
-        return g
-
     def _sim_options(self):
         damping = np.zeros(self.body.nv)
         damping[6:] = self.joint_damping

@@ -68,12 +68,6 @@ class SwimmerVectorEnv(PBADVectorEnv):
     def _build_body(self):
         return swimmer()
 
-    def _gear(self):
-        g = np.asarray(self.gear_value, dtype=float)
-        if not (np.all(np.isfinite(g)) and np.all(g > 0)):
-            raise ValueError(f"gear must be positive, got {self.gear_value!r}")
-        return g
-
     def _sim_options(self):
         return {"gravity": (0.0, 0.0, 0.0), "drag": self.drag}
 

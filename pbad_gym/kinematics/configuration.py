@@ -1,0 +1,48 @@
+"""Configuration space: q ⊕ dq, q1 ⊖ q0, q̇ of a velocity, quaternion normalisation (batch axis first)."""
+from __future__ import annotations
+
+from ..backend import xp_of
+from .algebra import quat_conj, quat_exp, quat_log, quat_mul
+
+def integrate(body, q, dq):
+    """q ⊕ dq: q (B, nq), dq (B, nv) -> (B, nq). Linear coordinates add; quaternions compose on the right
+    (q ⊗ exp(dq)), i.e. rotation increments are in the joint's child (body) frame."""
+    xp = xp_of(q, dq)
+    out = q.copy()
+    out[:, body.lin_q] = q[:, body.lin_q] + dq[:, body.lin_v]
+    if len(body.quat_q):
+        qq = quat_mul(q[:, body.quat_q], quat_exp(dq[:, body.quat_v]))
+        out[:, body.quat_q] = qq / xp.sqrt(xp.sum(qq * qq, -1, keepdims=True))
+    return out
+
+
+def difference(body, q0, q1):
+    """q1 ⊖ q0 (B, nv): the increment dq with q0 ⊕ dq = q1 (exact quaternion log)."""
+    xp = xp_of(q0, q1)
+    out = xp.zeros(q0.shape[:-1] + (body.nv,), dtype=q0.dtype)
+    out[:, body.lin_v] = q1[:, body.lin_q] - q0[:, body.lin_q]
+    if len(body.quat_q):
+        out[:, body.quat_v] = quat_log(quat_mul(quat_conj(q0[:, body.quat_q]), q1[:, body.quat_q]))
+    return out
+
+
+def qdot(body, q, v):
+    """Time derivative of q (B, nq) for velocity v (B, nv) (quaternions: ½ q ⊗ (0, ω_body))."""
+    xp = xp_of(q, v)
+    out = xp.zeros_like(q)
+    out[:, body.lin_q] = v[:, body.lin_v]
+    if len(body.quat_q):
+        w = v[:, body.quat_v]
+        pure = xp.concatenate([xp.zeros_like(w[..., :1]), w], -1)
+        out[:, body.quat_q] = 0.5 * quat_mul(q[:, body.quat_q], pure)
+    return out
+
+
+def normalize(body, q):
+    """Copy of q with every quaternion normalised."""
+    xp = xp_of(q)
+    out = q.copy()
+    if len(body.quat_q):
+        qq = q[:, body.quat_q]
+        out[:, body.quat_q] = qq / xp.sqrt(xp.sum(qq * qq, -1, keepdims=True))
+    return out
