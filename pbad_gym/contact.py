@@ -171,6 +171,36 @@ def _gather(x, slots):
     return xp.take_along_axis(x, xp.broadcast_to(idx, slots.shape + x.shape[2:]), axis=1)
 
 
+def _normal_targets(g, un, params, dt):
+    """Target normal velocities (B, c): close an open gap g > 0 within the step and no further (speculative
+    contact); inside the ground, push out the depth beyond the slop at the Baumgarte rate; optional restitution."""
+    xp = xp_of(g)
+    target = xp.where(g > 0, -g / dt, params.baumgarte * xp.maximum(0.0, -g - params.slop) / dt)
+    if params.restitution > 0:
+        bounce = (un < -xp.maximum(g, 0.0) / dt) & (-un > params.bounce_velocity)
+        target = xp.where(bounce, xp.maximum(target, -params.restitution * un), target)
+    return target
+
+
+def _lcp_system(J, M, v_tilde, g, valid, params, dt):
+    """A = J M⁻¹ Jᵀ (B, 3c, 3c), b = J ṽ − targets (B, 3c), the row mask and M⁻¹Jᵀ (B, nv, 3c).
+
+    Rows no DOF can move (A_ii ≈ 0) are dropped; a dropped normal drops its contact's friction rows."""
+    xp = xp_of(J)
+    B, c = g.shape
+    MinvJT = xp.linalg.solve(M, xp.swapaxes(J, -1, -2))
+    A = J @ MinvJT
+    A = 0.5 * (A + xp.swapaxes(A, -1, -2))
+    u = (J @ v_tilde[..., None])[..., 0].reshape(B, c, 3)
+    b = u.copy()
+    b[..., 0] = u[..., 0] - _normal_targets(g, u[..., 0], params, dt)
+    diag = xp.diagonal(A, axis1=1, axis2=2)
+    scale = xp.max(diag, axis=1)[:, None, None]
+    movable = diag.reshape(B, c, 3) > 1e-12 * xp.maximum(scale, 1e-300)
+    mask = (valid[:, :, None] & movable & movable[..., :1]).reshape(B, 3 * c)
+    return A, b.reshape(B, 3 * c), mask, MinvJT
+
+
 # --- the step --------------------------------------------------------------------------------------------------
 def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, *, lcp_method="pgs",
                  lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, optimizer="lm", max_iter=None, tol=1e-9,
@@ -237,25 +267,7 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     # 3. effective mass and the LCP data
     data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur)
     M = effective_mass(body, q_tilde, data, params)
-    MinvJT = xp.linalg.solve(M, xp.swapaxes(J, -1, -2))  # (B, nv, 3c)
-    A = J @ MinvJT
-    A = 0.5 * (A + xp.swapaxes(A, -1, -2))
-    u = (J @ v_tilde[..., None])[..., 0].reshape(B, c, 3)
-    g = _gather(gap, slots)
-    target = xp.where(g > 0, -g / dt, params.baumgarte * xp.maximum(0.0, -g - params.slop) / dt)
-    if params.restitution > 0:
-        un = u[..., 0]
-        bounce = (un < -xp.maximum(g, 0.0) / dt) & (-un > params.bounce_velocity)
-        target = xp.where(bounce, xp.maximum(target, -params.restitution * un), target)
-    b = u.copy()
-    b[..., 0] = u[..., 0] - target
-    b = b.reshape(B, 3 * c)
-    # rows no DOF can move (A_ii ≈ 0) are dropped; a dropped normal drops its contact's friction rows
-    diag = xp.diagonal(A, axis1=1, axis2=2).reshape(B, c, 3)
-    scale = xp.max(xp.diagonal(A, axis1=1, axis2=2), axis=1)[:, None, None]
-    movable = diag > 1e-12 * xp.maximum(scale, 1e-300)
-    row_ok = valid[:, :, None] & movable & movable[..., :1]
-    mask = row_ok.reshape(B, 3 * c)
+    A, b, mask, MinvJT = _lcp_system(J, M, v_tilde, _gather(gap, slots), valid, params, dt)
 
     # 4. boxed LCP, warm-started from last step's per-sphere impulses
     friction = Friction.per_contact(c, params.mu, batch=1, xp=xp)
