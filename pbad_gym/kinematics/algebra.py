@@ -21,9 +21,10 @@ def cross(a, b):
 def skew(w):
     """[w]× (…, 3, 3) from w (…, 3)."""
     xp = xp_of(w)
-    z = xp.zeros_like(w[..., 0])
-    w0, w1, w2 = w[..., 0], w[..., 1], w[..., 2]
-    return xp.stack([xp.stack([z, -w2, w1], -1), xp.stack([w2, z, -w0], -1), xp.stack([-w1, w0, z], -1)], -2)
+    out = xp.zeros(w.shape + (3,), dtype=w.dtype)
+    out[..., 0, 1], out[..., 0, 2], out[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
+    out[..., 1, 0], out[..., 2, 0], out[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
+    return out
 
 
 def matvec(m, v):
