@@ -5,6 +5,7 @@
 BENCHMARKS = {
     "fig2": "pbad_gym.bench.fig2",
     "fig3": "pbad_gym.bench.fig3",
+    "order": "pbad_gym.bench.order",
     "reorder": "pbad_gym.bench.reorder",
     "amgs": "pbad_gym.bench.amgs",
     "throughput": "pbad_gym.bench.throughput",
