@@ -21,6 +21,10 @@ class ForceModel:
     damping: np.ndarray | None = None
 
     @property
+    def has_gravity(self) -> bool:
+        return bool(np.any(self.gravity != 0))
+
+    @property
     def has_damping(self) -> bool:
         return self.damping is not None and bool(np.any(self.damping > 0))
 

@@ -88,9 +88,9 @@ def step_terms(body, q, data, derivatives=True):
     to :func:`step_hessian`."""
     f = data.forces
     kin = forward_kinematics(body, q)
-    g = xp_of(q).asarray(f.gravity, dtype=q.dtype)
-    links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives, gauss_newton=False) + \
-        gravity_terms(body, kin, g, derivatives)
+    links = inertia_terms(body, kin, (data.A, data.b), data.dt, derivatives, gauss_newton=False)
+    if f.has_gravity:
+        links = links + gravity_terms(body, kin, xp_of(q).asarray(f.gravity, dtype=q.dtype), derivatives)
     if f.drag is not None:
         # its Gauss-Newton form is folded into the inertia one in step_hessian (both are mass-moment forms)
         links = links + drag_terms(body, kin, data.kin_ref, data.W, data.dt, derivatives, gauss_newton=False)
