@@ -270,6 +270,9 @@ class _Ctx(NamedTuple):
     w: object  # (B, N) residual weights 1/D
     measure: object  # (B,) max |r|/D
 
+    def take(self, rows):
+        return _Ctx(self.J[rows], self.w[rows], self.measure[rows])
+
 
 def _objective(body, x, data, n):
     """½ Σ r²/D, its gradient Jᵀ(r/D) and the context for the Gauss-Newton Hessian, at flattened unknowns x."""

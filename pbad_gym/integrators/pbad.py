@@ -82,6 +82,13 @@ class StepContext(NamedTuple):
     hessian: str
     W: object  # drag weights (B, L, 3, 3) or None
 
+    def take(self, rows):
+        """The context of trajectories ``rows`` (every batched field cut; constants kept)."""
+        cut = lambda v: v if v is None or getattr(v, "ndim", 0) == 0 or v.shape[0] == 1 else v[rows]  # noqa: E731
+        return self._replace(kin=type(self.kin)(*(cut(a) for a in self.kin)),
+                             links=type(self.links)(*(cut(a) for a in self.links)),
+                             joints=type(self.joints)(*(cut(a) for a in self.joints)), X=cut(self.X), W=cut(self.W))
+
 
 def step_terms(body, q, data, derivatives=True):
     """All terms of the step energy at q: (LinkTerms, JointTerms); the inertia term's Gauss-Newton form is left

@@ -67,7 +67,7 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     hessian(ctx) -> (H (B', n, n), D (B', n)): the Hessian, and D > 0 the diagonal of its Gauss-Newton part, used
         for damping (H + μ·diag(D)) and for the convergence test max_j |g_j|/D_j < tol (a Newton-step estimate in
         units of x). It is only called where another iteration follows, so the converging evaluation costs a
-        gradient only.
+        gradient only; a ctx with a ``take(rows)`` method is cut to the trajectories that go on first.
     retract(x, idx, dx) -> x ⊕ dx.
     A ctx with a ``measure`` attribute (B',) overrides the convergence measure (e.g. a residual norm when the
     energy is a sum of squared residuals whose zero is the goal).
@@ -109,10 +109,16 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         mu[idx] = xp.where(accept, mu[idx] / 3.0, xp.minimum(xp.maximum(mu[idx] * 10.0, 1e-6), 1e12))
         gn_try = _measure(g_try, Di, ctx_try)  # D from the last Hessian: it barely moves within a step
         need = accept & (gn_try >= tol)
-        if bool(need.any()):
-            H_try, D_try = hessian(ctx_try)
-            gn_try = xp.where(need, _measure(g_try, D_try, ctx_try), gn_try)
-            H[idx[need]], D[idx[need]] = H_try[need], D_try[need]
+        rows = xp.nonzero(need)[0]
+        if rows.size:
+            # Hessians only for the trajectories that go on (lock-step batches always have a few stragglers)
+            sub = ctx_try if rows.size == need.size or not hasattr(ctx_try, "take") else ctx_try.take(rows)
+            H_new, D_new = hessian(sub)
+            if sub is ctx_try:
+                H_new, D_new = H_new[rows], D_new[rows]
+            m = getattr(ctx_try, "measure", None)
+            gn_try[rows] = m[rows] if m is not None else xp.max(xp.abs(g_try[rows]) / D_new, axis=-1)
+            H[idx[rows]], D[idx[rows]] = H_new, D_new
         acc = idx[accept]
         if acc.size:
             x[acc], E[acc], g[acc], gnorm[acc] = (a[accept] for a in (x_try, E_try, g_try, gn_try))
