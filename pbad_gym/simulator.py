@@ -9,7 +9,7 @@ from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
 from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
 from .integrators.collocation import ORDERS as COLLOCATION_ORDERS
-from .integrators.collocation import (_check_forces, collocation_step, extrapolated_guess, node_velocity, start_node,
+from .integrators.collocation import (collocation_step, extrapolated_guess, node_velocity, start_node,
                                       velocity_guess)
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
@@ -115,8 +115,6 @@ class Simulator:
         if integrator != "pbad" and extra:
             raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
-        if self.order > 2:
-            _check_forces(body, self.forces)
         self.max_iter = None if max_iter is None else int(max_iter)
         self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else float(tol)
         self.reset()

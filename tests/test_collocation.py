@@ -71,9 +71,11 @@ def test_residual_jacobian_limits_and_damping():
     assert _fd_jacobian_error(body, forces, 3, np.random.default_rng(8)) < 1e-6
 
 
-def test_damping_on_ball_joints_is_rejected_for_collocation():
-    with pytest.raises(ValueError, match="damping"):
-        Simulator(chain(3, joint="ball"), dt=0.01, order=3, damping=0.1)
+@pytest.mark.parametrize("K", [3, 4])
+def test_residual_jacobian_damping_on_quaternion_joints(K):
+    body = chain(3, floating=True, joint="ball")
+    forces = make_force_model(body, damping=np.linspace(0.05, 0.3, body.nv))
+    assert _fd_jacobian_error(body, forces, K, np.random.default_rng(10)) < 1e-6
 
 
 def _final_q(dt, order, t_end=0.25, tol=1e-12):

@@ -52,31 +52,42 @@ def damping_coefficients(body):
     return np.concatenate([np.full(lk.joint.nv, lk.joint.damping) for lk in body.links])
 
 
-def damping_terms(body, q, q_ref, b, dt, derivatives=True):
-    """Joint damping b/(2Δt)‖q ⊖ q_k‖² for b (nv,) [N m s/rad], step ``dt`` [s] -> JointTerms."""
+def joint_chart(body, q_ref, q):
+    """Chart coordinates of q around q_k = q_ref: d (B, nv) with q − q_k on linear coordinates and 2·vec(q_k⁻¹ q)
+    on quaternion joints, and the quaternion joints' relative rotations r = q_k⁻¹ q (B, n_quat, 4) (None without
+    quaternion joints). On a quaternion joint d(q ⊕ δ) ≈ d + (w_r 1 + [vec r]×) δ − |δ|²/4·vec r."""
     xp = xp_of(q)
-    b = xp.asarray(b, dtype=q.dtype) / dt
     d = xp.zeros((q.shape[0], body.nv), dtype=q.dtype)
     d[:, body.lin_v] = q[:, body.lin_q] - q_ref[:, body.lin_q]
+    r = None
     if len(body.quat_q):
         r = quat_mul(quat_conj(q_ref[:, body.quat_q]), q[:, body.quat_q])
         d[:, body.quat_v] = 2 * r[..., 1:]
+    return d, r
+
+
+def chart_jacobian(body, r, B, dtype, xp):
+    """∂d/∂δ (B, nv, nv): identity on linear coordinates, w_r 1 + [vec r]× on quaternion joints."""
+    J = xp.broadcast_to(xp.eye(body.nv, dtype=dtype), (B, body.nv, body.nv)).copy()
+    if r is not None:
+        qv = body.quat_v
+        J[:, qv[:, :, None], qv[:, None, :]] = r[..., :1, None] * xp.eye(3, dtype=dtype) + skew(r[..., 1:])
+    return J
+
+
+def damping_terms(body, q, q_ref, b, dt, derivatives=True):
+    """Joint damping b/(2Δt)‖q ⊖ q_k‖² for b (nv,) [N m s/rad], step ``dt`` [s] -> JointTerms (chart d of
+    :func:`joint_chart` on quaternion joints)."""
+    xp = xp_of(q)
+    b = xp.asarray(b, dtype=q.dtype) / dt
+    d, r = joint_chart(body, q_ref, q)
     val = 0.5 * xp.sum(b * d * d, -1)
     if not derivatives:
         return JointTerms(val)
-    grad = b * d
-    hess = xp.zeros((q.shape[0], body.nv, body.nv), dtype=q.dtype)
-    lin = body.lin_v
-    hess[:, lin, lin] = b[lin]
-    if len(body.quat_q):
-        wr, vr = r[..., :1], r[..., 1:]
+    J = chart_jacobian(body, r, q.shape[0], q.dtype, xp)
+    grad = (xp.swapaxes(J, -1, -2) @ (b * d)[..., None])[..., 0]
+    hess = xp.swapaxes(J, -1, -2) @ (b[:, None] * J)
+    if r is not None:  # second-order term of the chart: −½ (Σ b d·vec r) on each quaternion joint's diagonal
         qv = body.quat_v
-        bq = b[qv]  # (n, 3)
-        # chart Jacobian J = w 1 + [v]× (so d(δ) ≈ d + Jδ); its second-order term is −|δ|²/4·v
-        J = wr[..., None] * xp.eye(3, dtype=q.dtype) + skew(vr)
-        dq = d[:, qv]
-        grad[:, qv] = (xp.swapaxes(J, -1, -2) @ (bq * dq)[..., None])[..., 0]
-        blk = xp.swapaxes(J, -1, -2) @ (bq[..., :, None] * J)
-        blk = blk - 0.5 * xp.sum(bq * dq * vr, -1)[..., None, None] * xp.eye(3, dtype=q.dtype)
-        hess[:, qv[:, :, None], qv[:, None, :]] = blk
+        hess[:, qv, qv] -= 0.5 * xp.sum((b * d)[:, qv] * r[..., 1:], -1)[..., None]
     return JointTerms(val, grad, hess)

@@ -13,8 +13,8 @@ be conservative: drag and viscous friction use the polynomial velocity. All unkn
 Jacobian: diagonal blocks from the per-node Hessian machinery, off-diagonal blocks from the cross mass matrices
 ∫ρ J_aᵀ J_b between nodes. Convergence: max |r|/D < tol. Order K behaves like Runge-Kutta of order K − 1.
 
-Supported terms: gravity, actuation, drag, ground contact (normal; viscous or Coulomb friction), joint limits, and
-joint damping on hinge / slide / universal DOFs.
+Supported terms: gravity, actuation, drag, ground contact (normal; viscous or Coulomb friction), joint limits and
+joint damping (on quaternion joints through the same chart as the order-2 step).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..backend import xp_of
 from ..dynamics import crba, forward_dynamics
 from ..energies import actuation_terms, contact_terms, gravity_terms, limit_terms
 from ..energies.actuation import actuation_trivialized_correction
+from ..energies.joints import chart_jacobian, joint_chart
 from ..energies.contact import GroundContact, point_terms_to_links, sphere_centres
 from ..kinematics import (cross_hessian, cross_spatial_form, difference, forward_kinematics, generalized_gradient,
                           generalized_hessian, integrate, matvec, mixed_moments, pose_gradient_wrench, skew)
@@ -83,19 +84,11 @@ class CollocationData(NamedTuple):
         return self._replace(contact=contact, **sub)
 
 
-def _check_forces(body, forces):
-    if forces.has_damping:
-        quat_dofs = np.concatenate([body.quat_v.ravel(), []]).astype(int)
-        if np.any(forces.damping[quat_dofs] > 0):
-            raise ValueError("collocation supports joint damping on hinge, slide and universal DOFs only")
-
-
 def prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact=None, W=None):
     """CollocationData for one step of ``order`` from the previous node and q_k."""
     from .pbad import as_force_model
 
     forces = as_force_model(forces)
-    _check_forces(body, forces)
     xp = xp_of(q_cur)
     nodes = collocation_nodes(order)
     W1, W2 = basis_derivatives(nodes, nodes[2:])
@@ -114,7 +107,7 @@ def prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact
 
         contact = contact_state(body, kin_k, forces.contact, dt)
     D = xp.diagonal(crba(body, q_cur, kin_k), axis1=-2, axis2=-1) / dt**2
-    dprev = difference(body, q_cur, q_prevnode)
+    dprev = joint_chart(body, q_cur, q_prevnode)[0]  # chart coordinates of the previous node around q_k
     return CollocationData(R0, t0, P0, q_cur, dprev, tau, W, contact, D, float(dt), forces, W1, W2)
 
 
@@ -167,16 +160,47 @@ def residual(body, X, data, jacobian=True):
     if f.limit_stiffness > 0:
         joints = joints + limit_terms(body, Xf, f.limit_stiffness)
     r = generalized_gradient(body, kin, wrench) + joints.grad
-    damp = xp.asarray(f.damping, dtype=X.dtype) if f.has_damping else None
-    if damp is not None:  # b·q̇ at each node, q̇ from the polynomial through the nodes' coordinates
-        dq = difference(body, q_ref, Xf).reshape(B, n, -1)
-        qdot = _field(data.W1, xp.stack([data.dprev, xp.zeros_like(data.dprev)], 1), dq, 1 / dt)
-        r = r + _flat(damp * qdot)
+    damping = _damping(body, Xf, data, n, jacobian) if f.has_damping else None
+    if damping is not None:
+        r = r + damping[0]
     r = r.reshape(B, n, body.nv)
     if not jacobian:
         return r, None
-    Jr = _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts, damp)
-    return r, Jr
+    Jr = _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts)
+    return r, Jr if damping is None else Jr + damping[1]
+
+
+def _damping(body, Xf, data, n, jacobian):
+    """Joint damping at the unknown nodes: r_a = J_aᵀ (b ⊙ q̇_a) with q̇_a = Σ_j w'_aj d_j/Δt the polynomial rate of
+    the chart coordinates d_j of every node around q_k (:func:`joint_chart`) and J_a the chart Jacobian at q_a.
+    Returns r (B·n, nv) and, with ``jacobian``, its Jacobian (B, n, nv, n, nv)."""
+    xp = xp_of(Xf)
+    B, nv, dt = data.q_ref.shape[0], body.nv, data.dt
+    b = xp.asarray(data.forces.damping, dtype=Xf.dtype)
+    d, rq = joint_chart(body, _rep(data.q_ref, n), Xf)
+    qdot = _field(data.W1, xp.stack([data.dprev, xp.zeros_like(data.dprev)], 1), d.reshape(B, n, nv), 1 / dt)
+    y = _flat(b * qdot)
+    J = chart_jacobian(body, rq, B * n, Xf.dtype, xp)
+    r = (xp.swapaxes(J, -1, -2) @ y[..., None])[..., 0]
+    if not jacobian:
+        return r, None
+    JbJ = (xp.swapaxes(J, -1, -2) * b).reshape(B, n, nv, nv)
+    Jn = J.reshape(B, n, nv, nv)
+    W1u = data.W1[:, 2:]
+    out = xp.zeros((B, n, nv, n, nv), dtype=Xf.dtype)
+    for a in range(n):
+        for c in range(n):
+            out[:, a, :, c] = (W1u[a, c] / dt) * (JbJ[:, a] @ Jn[:, c])
+    if rq is not None:  # the chart Jacobian turns with q_a: ∂(Jᵀy)/∂δ = −½ y vᵀ + ½ w [y]× + ½ [y]×[v]×
+        qv = body.quat_v
+        yq, w, v = y[:, qv], rq[..., :1, None], rq[..., 1:]
+        curv = (-0.5 * yq[..., :, None] * v[..., None, :] + 0.5 * w * skew(yq) + 0.5 * skew(yq) @ skew(v))
+        curv = curv.reshape((B, n) + curv.shape[1:])
+        for a in range(n):
+            blk = out[:, a, :, a]
+            blk[:, qv[:, :, None], qv[:, None, :]] += curv[:, a]
+            out[:, a, :, a] = blk
+    return r, out
 
 
 def _contact_node_terms(body, kin, data, n, G, fl):
@@ -205,7 +229,7 @@ def _contact_node_terms(body, kin, data, n, G, fl):
     return G, fl, K, Pu
 
 
-def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts, damp):
+def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts):
     """Jr (B, n, nv, n, nv): own-node blocks (curvature + own coefficients) and cross-node blocks."""
     xp = xp_of(G)
     dt, f, c = data.dt, data.forces, body.arrays(xp, G.dtype)
@@ -222,8 +246,6 @@ def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts, damp):
         K = K + Kc_pts
     diag = generalized_hessian(body, kin, K=K, G=G, f=fl, X=Xg, trivialized=True) + joints.hess + \
         actuation_trivialized_correction(body, Xf, _rep(data.q_ref, n), _rep(data.tau, n))
-    if damp is not None:
-        diag = diag + xp.asarray(np.tile(np.diag(W1u), B) / dt, dtype=G.dtype)[:, None, None] * xp.diag(damp)
     Jr = xp.zeros((B, n, nv, n, nv), dtype=G.dtype)
     diag = diag.reshape(B, n, nv, nv)
     kins = [type(kin)(*(a.reshape((B, n) + a.shape[1:])[:, i] for a in kin)) for i in range(n)]
@@ -231,7 +253,7 @@ def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts, damp):
         Jr[:, a, :, a] = diag[:, a]
         for b in range(n):
             if a != b:
-                Jr[:, a, :, b] = _cross_block(body, kins[a], kins[b], data, W2u[a, b], W1u[a, b], Wf, damp, B, n)
+                Jr[:, a, :, b] = _cross_block(body, kins[a], kins[b], data, W2u[a, b], W1u[a, b], B)
     return Jr
 
 
@@ -240,8 +262,8 @@ def _self_moments(body, kin):
     return ca, Saa
 
 
-def _cross_block(body, ka, kb, data, w2, w1, Wf, damp, B, n):
-    """∂r_a/∂δ_b for two different unknown nodes: w2/Δt² ∫ρJ_aᵀJ_b + w1/Δt (drag, viscous friction, damping)."""
+def _cross_block(body, ka, kb, data, w2, w1, B):
+    """∂r_a/∂δ_b for two different unknown nodes: w2/Δt² ∫ρJ_aᵀJ_b + w1/Δt (drag, viscous friction)."""
     xp = xp_of(ka.R)
     c = body.arrays(xp, ka.R.dtype)
     dt, f = data.dt, data.forces
@@ -259,10 +281,7 @@ def _cross_block(body, ka, kb, data, w2, w1, Wf, damp, B, n):
         Kp = xp.swapaxes(Ta, -1, -2) @ H @ Tb
         S = Pa.shape[1]
         K = K + (c["contact_inc"] @ Kp.reshape(B, S, 36)).reshape(B, -1, 6, 6)
-    out = cross_hessian(body, ka, kb, K)
-    if damp is not None:
-        out = out + (w1 / dt) * xp.diag(damp)
-    return out
+    return cross_hessian(body, ka, kb, K)
 
 
 class _Ctx(NamedTuple):
