@@ -92,21 +92,22 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         idx = xp.nonzero(~conv)[0]
         if idx.size == 0:
             break
-        sel = None if idx.size == B else idx
-        gi, Hi, Di, Ei = g[idx], H[idx], D[idx], E[idx]
-        dx = _solve_damped(Hi, Di, mu[idx], gi, sqrt_hessian)
+        # all active (the common case): slices give views instead of fancy-index copies
+        sel, ix = (None, slice(None)) if idx.size == B else (idx, idx)
+        gi, Hi, Di, Ei = g[ix], H[ix], D[ix], E[ix]
+        dx = _solve_damped(Hi, Di, mu[ix], gi, sqrt_hessian)
         Hdx = (Hi @ dx[..., None])[..., 0]
         curv = xp.sum(Hdx * Hdx, -1) if sqrt_hessian else xp.sum(dx * Hdx, -1)
         pred = -(xp.sum(gi * dx, -1) + 0.5 * curv)
         ok = xp.all(xp.isfinite(dx), -1)
         dx = xp.where(ok[:, None], dx, 0.0)
-        x_try = retract(x[idx], sel, dx)
+        x_try = retract(x[ix], sel, dx)
         E_try, g_try, ctx_try = value_grad(x_try, sel)
         band = _EPS_BAND * eps * xp.maximum(xp.abs(Ei), xp.abs(E_try))
         accept = ok & ((E_try < Ei) | ((E_try <= Ei + band) & (pred <= band)))
-        iters[idx] += 1
+        iters[ix] += 1
         # μ = 0 is allowed (pure Newton while steps are accepted); a rejection restarts damping at 1e-6 at least
-        mu[idx] = xp.where(accept, mu[idx] / 3.0, xp.minimum(xp.maximum(mu[idx] * 10.0, 1e-6), 1e12))
+        mu[ix] = xp.where(accept, mu[ix] / 3.0, xp.minimum(xp.maximum(mu[ix] * 10.0, 1e-6), 1e12))
         gn_try = _measure(g_try, Di, ctx_try)  # D from the last Hessian: it barely moves within a step
         need = accept & (gn_try >= tol)
         rows = xp.nonzero(need)[0]
@@ -114,13 +115,15 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
             # Hessians only for the trajectories that go on (lock-step batches always have a few stragglers)
             sub = ctx_try if rows.size == need.size or not hasattr(ctx_try, "take") else ctx_try.take(rows)
             H_new, D_new = hessian(sub)
-            if sub is ctx_try:
+            if sub is ctx_try and rows.size != need.size:
                 H_new, D_new = H_new[rows], D_new[rows]
             m = getattr(ctx_try, "measure", None)
             gn_try[rows] = m[rows] if m is not None else xp.max(xp.abs(g_try[rows]) / D_new, axis=-1)
             H[idx[rows]], D[idx[rows]] = H_new, D_new
         acc = idx[accept]
-        if acc.size:
+        if acc.size == B:
+            x, E, g, gnorm = x_try, E_try, g_try, gn_try
+        elif acc.size:
             x[acc], E[acc], g[acc], gnorm[acc] = (a[accept] for a in (x_try, E_try, g_try, gn_try))
         if record_history:
             h = xp.full(B, xp.nan, dtype=x.dtype)
