@@ -10,11 +10,13 @@ import numpy as np
 DEVICES = ("cpu", "cuda")
 
 
+_HOST = (np.ndarray, np.generic, float, int, bool, type(None))
+
+
 def xp_of(*arrays):
     """The array module (numpy or cupy) that owns ``arrays`` (numpy when none is a CuPy array)."""
     for a in arrays:
-        mod = type(a).__module__
-        if mod.startswith("cupy"):
+        if not isinstance(a, _HOST) and type(a).__module__.startswith("cupy"):  # isinstance first: it is cheap
             import cupy
 
             return cupy
