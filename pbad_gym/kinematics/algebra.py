@@ -15,7 +15,8 @@ def cross(a, b):
     """Cross product over the last axis (…, 3) (cyclic-permutation form: fewest array calls)."""
     xp = xp_of(a, b)
     p1, p2 = (_P1, _P2) if xp is np else (xp.asarray(_P1), xp.asarray(_P2))
-    return xp.take(a, p1, -1) * xp.take(b, p2, -1) - xp.take(a, p2, -1) * xp.take(b, p1, -1)
+    a, b = xp.asarray(a), xp.asarray(b)
+    return a.take(p1, -1) * b.take(p2, -1) - a.take(p2, -1) * b.take(p1, -1)  # methods skip numpy's wrappers
 
 
 def skew(w):
