@@ -125,7 +125,7 @@ def run(args):
     else:
         print("semi-implicit Euler was unstable at every dt tried")
     for integ, style in (("pbad", "o-"), ("semi_implicit_euler", "s--")):
-        r = [x for x in rows if x[0] == integ]
+        r = sorted((x for x in rows if x[0] == integ), key=lambda x: x[1])
         axes[2].plot([x[1] for x in r], [x[2] for x in r], style, label=integ)
         bad = [x for x in r if x[3] == "unstable"]
         axes[2].plot([x[1] for x in bad], [x[2] for x in bad], "rx", ms=12)
