@@ -71,7 +71,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
 
     Common keyword arguments: num_envs, max_episode_steps (None: no time limit), dt, order, optimizer, max_iter,
     tol (solver tolerance, a Newton-step estimate in rad; the 1e-7 default is far below the O(Δt) integration
-    error and saves about one LM iteration per step over the Simulator's 1e-9; None: the Simulator's), contact_model, lcp_method, device, dtype, render_mode, nonfinite_action ("raise" | "zero"),
+    error and saves about one LM iteration per step over the Simulator's 1e-9; None: the Simulator's), contact_model,
+    lcp_method, lcp_iterations (50), lcp_tol (1e-6 N s: the natural-map residual of the contact impulses, far below
+    a body's weight × Δt), device, dtype, render_mode, nonfinite_action ("raise" | "zero"),
     max_unconverged_steps, render_width, render_height, render_num_envs (how many sub-environments
     ``render()`` draws).
     """
@@ -80,9 +82,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     obs_dim: int = 0
 
     def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=50, tol=1e-7,
-                 contact_model="penalty", lcp_method="pgs", device="cpu", dtype=np.float64, render_mode=None,
-                 nonfinite_action="raise", max_unconverged_steps=10, render_width=320, render_height=240,
-                 render_num_envs=4):
+                 contact_model="penalty", lcp_method="pgs", lcp_iterations=50, lcp_tol=1e-6, device="cpu",
+                 dtype=np.float64, render_mode=None, nonfinite_action="raise", max_unconverged_steps=10,
+                 render_width=320, render_height=240, render_num_envs=4):
         self.num_envs = _positive_int(num_envs, "num_envs")
         self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps", allow_none=True)
         validate_solver_options(order, optimizer, contact_model, lcp_method)
@@ -102,7 +104,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
         options = self._sim_options()
         if contact_model != "penalty":
-            options.update(contact_model=contact_model, lcp_method=lcp_method)
+            options.update(contact_model=contact_model, lcp_method=lcp_method, lcp_iterations=lcp_iterations,
+                           lcp_tol=lcp_tol)
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
                              max_iter=max_iter, tol=tol, order=order, **options)
         self.dt = self.sim.dt
