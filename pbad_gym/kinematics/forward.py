@@ -10,15 +10,13 @@ class Kinematics(NamedTuple):
     """Link poses and DOF motion axes at one batch of configurations.
 
     R (B, L, 3, 3), t (B, L, 3): link rotations and origins. w, v (B, nv, 3): motion axes (angular part and linear
-    part at the world origin). RJ (B, L, 3, 3), oJ (B, L, 3): joint frames before the joint moves.
+    part at the world origin).
     """
 
     R: object
     t: object
     w: object
     v: object
-    RJ: object
-    oJ: object
 
 
 def _joint_local(body, q, xp, consts):
@@ -33,9 +31,9 @@ def _joint_local(body, q, xp, consts):
         if jtype in ("hinge", "universal"):
             R[:, links] = _hinge_rot(consts["axis1_outer"][links], consts["axis1_skew"][links], q[:, qs], consts)
             if jtype == "universal":
-                extra["universal_R1"] = R[:, links]
-                R[:, links] = R[:, links] @ _hinge_rot(consts["axis2_outer"][links], consts["axis2_skew"][links],
-                                                       q[:, qs + 1], consts)
+                R2 = _hinge_rot(consts["axis2_outer"][links], consts["axis2_skew"][links], q[:, qs + 1], consts)
+                extra["universal_R2"] = R2
+                R[:, links] = R[:, links] @ R2
         elif jtype == "slide":
             t[:, links] = consts["axis1"][links] * q[:, qs, None]
         elif jtype == "ball":
@@ -63,11 +61,9 @@ def forward_kinematics(body, q):
     Tplace = consts["place_T"]
     Tloc = Tplace @ Tj
     T = _compose_tree(body, Tloc, xp)
-    Tpar = xp.where(consts["has_parent"][:, None, None], T[:, body.parent], consts["eye4"])
-    TJ = Tpar @ Tplace
-    R, t, RJ, oJ = T[..., :3, :3], T[..., :3, 3], TJ[..., :3, :3], TJ[..., :3, 3]
-    w, v = _motion_axes(body, q, R, t, RJ, oJ, extra, xp, consts)
-    return Kinematics(R, t, w, v, RJ, oJ)
+    R, t = T[..., :3, :3], T[..., :3, 3]
+    w, v = _motion_axes(body, q, R, t, extra, xp, consts)
+    return Kinematics(R, t, w, v)
 
 
 def _compose_tree(body, Tloc, xp):
@@ -94,30 +90,36 @@ def _compose_tree(body, Tloc, xp):
     return T
 
 
-def _motion_axes(body, q, R, t, RJ, oJ, extra, xp, consts):
+def _motion_axes(body, q, R, t, extra, xp, consts):
+    """DOF motion axes from the link poses alone: every joint but the free one's translation has its origin at the
+    link origin t_i, and its axes are fixed in the link frame after the joint (a hinge axis is unmoved by its own
+    rotation; a universal's first axis is seen through the second rotation R2)."""
     B = q.shape[0]
     w = xp.zeros((B, body.nv, 3), dtype=q.dtype)
     v = xp.zeros((B, body.nv, 3), dtype=q.dtype)
     for jtype, links in body.joint_groups.items():
-        vs = body.v_start[links]
+        vs, Rl, tl = body.v_start[links], R[:, links], t[:, links]
         if jtype in ("hinge", "slide"):
-            ax = matvec(RJ[:, links], consts["axis1"][links])
+            ax = matvec(Rl, consts["axis1"][links])
             if jtype == "hinge":
-                w[:, vs], v[:, vs] = ax, cross(oJ[:, links], ax)
+                w[:, vs], v[:, vs] = ax, cross(tl, ax)
             else:
                 v[:, vs] = ax
         elif jtype == "universal":
-            w1 = matvec(RJ[:, links], consts["axis1"][links])
-            w2 = matvec(RJ[:, links] @ extra["universal_R1"], consts["axis2"][links])
+            w1 = matvec(Rl @ xp.swapaxes(extra["universal_R2"], -1, -2), consts["axis1"][links])
+            w2 = matvec(Rl, consts["axis2"][links])
             w[:, vs], w[:, vs + 1] = w1, w2
-            v[:, vs], v[:, vs + 1] = cross(oJ[:, links], w1), cross(oJ[:, links], w2)
+            v[:, vs], v[:, vs + 1] = cross(tl, w1), cross(tl, w2)
         elif jtype in ("ball", "free"):
             rot = vs[:, None] + (3 if jtype == "free" else 0) + xp.arange(3)
-            cols = xp.swapaxes(R[:, links], -1, -2)  # (B, n, 3 axes, 3): body axes in world
+            cols = xp.swapaxes(Rl, -1, -2)  # (B, n, 3 axes, 3): body axes in world
             w[:, rot] = cols
-            v[:, rot] = cross(t[:, links][:, :, None, :], cols)
-            if jtype == "free":
-                v[:, vs[:, None] + xp.arange(3)] = xp.swapaxes(RJ[:, links], -1, -2)
+            v[:, rot] = cross(tl[:, :, None, :], cols)
+            if jtype == "free":  # translation in the parent frame: the joint frame's axes
+                par = body.parent[links]
+                Rpar = xp.where(consts["has_parent"][links][:, None, None], R[:, xp.maximum(xp.asarray(par), 0)],
+                                consts["eye3"])
+                v[:, vs[:, None] + xp.arange(3)] = xp.swapaxes(Rpar @ consts["place_R"][links], -1, -2)
     return w, v
 
 
