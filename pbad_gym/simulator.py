@@ -9,8 +9,7 @@ from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
 from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
 from .integrators.collocation import ORDERS as COLLOCATION_ORDERS
-from .integrators.collocation import (collocation_step, extrapolated_guess, node_velocity, start_node,
-                                      velocity_guess)
+from .integrators.collocation import collocation_step, node_velocity, start_node
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
 
@@ -284,14 +283,11 @@ class Simulator:
         return res
 
     def _step_collocation(self, tau):
-        guess = None
-        if self._nodes is not None:  # extrapolate the last step's polynomial; rows reset since use their velocity
-            body, xp = self.body, self.xp
-            guess = xp.where(self._fresh[:, None, None], velocity_guess(body, self._q, self.qd, self.dt, self.order),
-                             extrapolated_guess(body, self._nodes, self.order))
+        # warm start at constant velocity: extrapolating the last step's polynomial cuts iterations, but on stiff
+        # chains (100 links) its overshoot lands Newton on a spurious root and the run blows up
         nodes, res = collocation_step(self.body, self._q_prev, self._q, self.qd, tau, self.dt, self.forces,
                                       self.order, optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol,
-                                      contact=self._contact, guess=guess)
+                                      contact=self._contact)
         xp = self.xp
         self._nodes = xp.concatenate([self._q_prev[:, None], self._q[:, None], nodes], 1)
         self._q_prev, self._q = nodes[:, -2], nodes[:, -1]

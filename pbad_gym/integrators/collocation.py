@@ -327,25 +327,11 @@ def velocity_guess(body, q_cur, qd_cur, dt, order):
     return xp.stack([integrate(body, q_cur, a * dt * qd_cur) for a in collocation_nodes(order)[2:]], 1)
 
 
-def extrapolated_guess(body, nodes_all, order):
-    """Warm start (B, K−1, nq) of the next step's unknown nodes: the previous step's polynomial through its K+1
-    nodes (B, K+1, nq) evaluated one step later (in the tangent space of its last node). It carries the
-    acceleration, so fast, strongly accelerating motion (a whipping chain) starts close to the solution."""
-    xp = xp_of(nodes_all)
-    t = collocation_nodes(order)
-    V = np.vander(t, increasing=True)
-    Lw = np.vander(1.0 + t[2:], len(t), increasing=True) @ np.linalg.inv(V)  # ℓ_j(1 + α_i)
-    q_end = nodes_all[:, -1]
-    d = xp.stack([difference(body, q_end, nodes_all[:, j]) for j in range(len(t))], 1)
-    step = xp.tensordot(d, xp.asarray(Lw.T, dtype=d.dtype), axes=([1], [0]))  # (B, nv, K−1)
-    return xp.stack([integrate(body, q_end, step[..., i]) for i in range(order - 1)], 1)
-
-
 def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *, optimizer="lm", max_iter=None,
                      tol=1e-9, contact=None, W=None, guess=None):
     """One collocation step of ``order`` for a batch. q_prevnode: the previous step's last interior node (B, nq);
-    qd_cur (B, nv): a velocity estimate at t_k for the default warm start; guess (B, K−1, nq): a better warm start
-    (e.g. :func:`extrapolated_guess`); optimizer "lm" (default: Gauss-Newton steps on the residual) or "lbfgs" (on
+    qd_cur (B, nv): a velocity estimate at t_k for the default warm start; guess (B, K−1, nq): another warm start;
+    optimizer "lm" (default: Gauss-Newton steps on the residual) or "lbfgs" (on
     the same weighted squared residual, for comparison; max_iter default 50 / 2000).
     Returns (nodes (B, K−1, nq) at α_1 … 1, LMResult with grad_norm = max |r|/D)."""
     data = prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact, W)
