@@ -39,6 +39,26 @@ def _with_rows(cur, new, idx):
     return out
 
 
+def _check_options(integrator, optimizer, order, hessian, dt, num_envs, max_iter):
+    """Clear errors for the Simulator's scalar options."""
+    if integrator not in INTEGRATORS:
+        raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if order not in (2,) + COLLOCATION_ORDERS:
+        raise ValueError(f"order must be 2 (PBAD) or one of {COLLOCATION_ORDERS} (collocation), got {order!r}")
+    if order > 2 and integrator != "pbad":
+        raise ValueError("collocation (order > 2) needs integrator='pbad'")
+    if hessian not in HESSIANS:
+        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
+    if int(num_envs) != num_envs or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+    if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+
+
 class Simulator:
     """Batched simulation of one articulated ``body``.
 
@@ -52,8 +72,7 @@ class Simulator:
         device: "cpu" (NumPy) or "cuda" (CuPy).
         gravity: (3,) [m/s²].
         max_iter, tol: optimiser limits (max_iter default: 50 for LM, 500 for L-BFGS); tol is the scaled
-            gradient tolerance in units of q (rad, m)
-            (default 1e-9 in float64, 1e-5 in float32).
+            gradient tolerance in units of q (rad, m), default 1e-9 in float64 and 1e-5 in float32.
         hessian: "exact" or "gauss_newton".
         order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, DESIGN.md §5).
         contact_model: "penalty" (contact energies in the step, DESIGN.md §4) or "impulse" (a contact-free PBAD
@@ -68,28 +87,15 @@ class Simulator:
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
+    Methods: ``step(tau)``, ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
+    ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``.
     """
 
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
                  lcp_order="default", lcp_iterations=50, lcp_tol=1e-9):
-        if integrator not in INTEGRATORS:
-            raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-        if order not in (2,) + COLLOCATION_ORDERS:
-            raise ValueError(f"order must be 2 (PBAD) or one of {COLLOCATION_ORDERS} (collocation), got {order!r}")
-        if order > 2 and integrator != "pbad":
-            raise ValueError("collocation (order > 2) needs integrator='pbad'")
-        if hessian not in HESSIANS:
-            raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-        if not (np.isfinite(dt) and dt > 0):
-            raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
-        if int(num_envs) != num_envs or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
-            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        _check_options(integrator, optimizer, order, hessian, dt, num_envs, max_iter)
         self.body, self.dt, self.integrator, self.optimizer = body, float(dt), integrator, optimizer
         self.num_envs, self.device, self.hessian, self.order = int(num_envs), device, hessian, int(order)
         self.dtype = check_dtype(dtype)
