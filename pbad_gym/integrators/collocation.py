@@ -24,13 +24,14 @@ import numpy as np
 
 from ..backend import xp_of
 from ..dynamics import crba, forward_dynamics
-from ..energies import actuation_terms, contact_terms, gravity_terms, limit_terms
+from ..energies import actuation_terms, contact_state, contact_terms, drag_weights, gravity_terms, limit_terms
 from ..energies.actuation import actuation_trivialized_correction
 from ..energies.joints import chart_jacobian, joint_chart
 from ..energies.contact import GroundContact, point_terms_to_links, sphere_centres
 from ..kinematics import (cross_hessian, cross_spatial_form, difference, forward_kinematics, generalized_gradient,
                           generalized_hessian, integrate, matvec, mixed_moments, pose_gradient_wrench, skew)
 from ..optim import lbfgs, levenberg_marquardt
+from .pbad import as_force_model
 
 ORDERS = (3, 4)
 
@@ -86,8 +87,6 @@ class CollocationData(NamedTuple):
 
 def prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact=None, W=None):
     """CollocationData for one step of ``order`` from the previous node and q_k."""
-    from .pbad import as_force_model
-
     forces = as_force_model(forces)
     xp = xp_of(q_cur)
     nodes = collocation_nodes(order)
@@ -99,12 +98,8 @@ def prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact
     if forces.contact is not None:
         P0 = xp.stack([sphere_centres(body, kin_p), sphere_centres(body, kin_k)], 1)
     if forces.drag is not None and W is None:
-        from ..energies import drag_weights
-
         W = drag_weights(kin_k, xp.asarray(forces.drag, dtype=q_cur.dtype))
     if forces.contact is not None and contact is None:
-        from ..energies import contact_state
-
         contact = contact_state(body, kin_k, forces.contact, dt)
     D = xp.diagonal(crba(body, q_cur, kin_k), axis1=-2, axis2=-1) / dt**2
     dprev = joint_chart(body, q_cur, q_prevnode)[0]  # chart coordinates of the previous node around q_k
@@ -235,7 +230,7 @@ def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts):
     dt, f, c = data.dt, data.forces, body.arrays(xp, G.dtype)
     B, nv = data.q_ref.shape[0], body.nv
     W1u, W2u = data.W1[:, 2:], data.W2[:, 2:]  # coefficients of the unknown nodes
-    mom_c, mom_S = _self_moments(body, kin)
+    mom_c, _, mom_S = mixed_moments(body, kin, kin)
     own = lambda Wu, s: xp.asarray(np.tile(np.diag(Wu), B) * s, dtype=G.dtype)  # noqa: E731
     K = cross_spatial_form(c["mass"], mom_c, mom_c, mom_S) * own(W2u, 1 / dt**2)[:, None, None, None]
     Wf = None
@@ -255,11 +250,6 @@ def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts):
             if a != b:
                 Jr[:, a, :, b] = _cross_block(body, kins[a], kins[b], data, W2u[a, b], W1u[a, b], B)
     return Jr
-
-
-def _self_moments(body, kin):
-    ca, _, Saa = mixed_moments(body, kin, kin)
-    return ca, Saa
 
 
 def _cross_block(body, ka, kb, data, w2, w1, B):
