@@ -42,9 +42,7 @@ def link_velocities(body, kin, qd):
     xp = xp_of(qd)
     c = body.arrays(xp, qd.dtype)
     Sq = motion_matrix(kin) * qd[..., None]
-    per_link = xp.zeros(kin.t.shape[:2] + (6,), dtype=qd.dtype)
-    xp.add.at(per_link, (slice(None), body.dof_link), Sq)
-    return xp.swapaxes(c["subtree"], 0, 1) @ per_link, Sq
+    return c["link_dofs"] @ Sq, Sq  # each link moves with the DOFs of its ancestors and itself
 
 
 def rnea(body, q, qd, qdd, gravity=GRAVITY, kin=None):
@@ -62,10 +60,8 @@ def rnea(body, q, qd, qdd, gravity=GRAVITY, kin=None):
     V_par = xp.where((par >= 0)[None, :, None], V[:, xp.maximum(xp.asarray(par), 0)], 0.0)
     V_carrier = V_par + xp.swapaxes(c["vel_carrier"], 0, 1) @ Sq
     acc_dof = S * qdd[..., None] + motion_cross(V_carrier, S) * qd[..., None]
-    acc_joint = xp.zeros_like(V)
-    xp.add.at(acc_joint, (slice(None), body.dof_link), acc_dof)
     a0 = xp.concatenate([xp.zeros(3, dtype=q.dtype), -xp.asarray(gravity, dtype=q.dtype)])
-    A = xp.swapaxes(c["subtree"], 0, 1) @ acc_joint + a0
+    A = c["link_dofs"] @ acc_dof + a0
     I = world_moments(body, kin)
     f = I.apply(A) + force_cross(V, I.apply(V))
     return generalized_gradient(body, kin, f)

@@ -249,7 +249,8 @@ class Body:
                 "axis1_skew": conv(_skew(self.axis1)), "axis2_skew": conv(_skew(self.axis2)), "has_parent": xp.asarray(self.parent >= 0),
                 "subtree": conv(self.subtree),
                 "hess_weight": conv(self.hess_weight), "jac_weight_a": conv(self.jac_weight_a),
-                "jac_weight_b": conv(self.jac_weight_b), "dof_anc": conv(self.subtree[self.dof_link][:, self.dof_link]), "vel_carrier": conv(self.vel_carrier),
+                "jac_weight_b": conv(self.jac_weight_b), "dof_anc": conv(self.subtree[self.dof_link][:, self.dof_link]),
+                "link_dofs": conv(self.subtree[self.dof_link].T), "vel_carrier": conv(self.vel_carrier),
             }
         return self._xp_cache[key]
 
