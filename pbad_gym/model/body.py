@@ -229,30 +229,35 @@ class Body:
         return np.array(idx, int), np.array(pos).reshape(-1, 3), np.array(rad)
 
     def arrays(self, xp, dtype):
-        """Model constants as ``xp`` arrays of ``dtype`` (cached): mass, first/second moments, placements,
-        subtree and hessian-weight matrices."""
+        """Model constants as ``xp`` arrays of ``dtype`` (cached per module and dtype)."""
         key = (xp.__name__, np.dtype(dtype).str)
         if key not in self._xp_cache:
-            conv = lambda a: xp.asarray(a, dtype=dtype)  # noqa: E731
-            link, p0, rad = self.contact_points()
-            inc = np.zeros((self.L, len(link)))
-            inc[link, np.arange(len(link))] = 1.0
-            self._xp_cache[key] = {
-                "contact_link": xp.asarray(link), "contact_p0": conv(p0), "contact_r": conv(rad),
-                "contact_inc": conv(inc),
-                "mass": conv(self.mass), "c": conv(self.first_moment), "S": conv(self.second_moment),
-                "place_R": conv(self.place_R), "place_t": conv(self.place_t), "place_T": conv(self.place_T),
-                "eye3": conv(np.eye(3)), "eye4": conv(np.eye(4)),
-                "axis1": conv(self.axis1), "axis2": conv(self.axis2),
-                "axis1_outer": conv(self.axis1[:, :, None] * self.axis1[:, None, :]),
-                "axis2_outer": conv(self.axis2[:, :, None] * self.axis2[:, None, :]),
-                "axis1_skew": conv(_skew(self.axis1)), "axis2_skew": conv(_skew(self.axis2)), "has_parent": xp.asarray(self.parent >= 0),
-                "subtree": conv(self.subtree),
-                "hess_weight": conv(self.hess_weight), "jac_weight_a": conv(self.jac_weight_a),
-                "jac_weight_b": conv(self.jac_weight_b), "dof_anc": conv(self.subtree[self.dof_link][:, self.dof_link]),
-                "link_dofs": conv(self.subtree[self.dof_link].T), "vel_carrier": conv(self.vel_carrier),
-            }
+            self._xp_cache[key] = {k: (xp.asarray(v) if v.dtype.kind in "bi" else xp.asarray(v, dtype=dtype))
+                                   for k, v in self._constants().items()}
         return self._xp_cache[key]
+
+    def _constants(self):
+        """The engine's model constants as NumPy arrays (see :meth:`arrays`)."""
+        link, p0, rad = self.contact_points()
+        inc = np.zeros((self.L, len(link)))
+        inc[link, np.arange(len(link))] = 1.0
+        outer = lambda a: a[:, :, None] * a[:, None, :]  # noqa: E731
+        return {
+            # mass moments and placements
+            "mass": self.mass, "c": self.first_moment, "S": self.second_moment,
+            "place_R": self.place_R, "place_t": self.place_t, "place_T": self.place_T,
+            "eye3": np.eye(3), "eye4": np.eye(4),
+            # joint axes (with the Rodrigues factors of the hinge rotations)
+            "axis1": self.axis1, "axis2": self.axis2, "axis1_outer": outer(self.axis1),
+            "axis2_outer": outer(self.axis2), "axis1_skew": _skew(self.axis1), "axis2_skew": _skew(self.axis2),
+            "has_parent": self.parent >= 0,
+            # topology: subtree sums, Hessian / Jacobian assembly weights, DOF ancestry
+            "subtree": self.subtree, "hess_weight": self.hess_weight, "jac_weight_a": self.jac_weight_a,
+            "jac_weight_b": self.jac_weight_b, "dof_anc": self.subtree[self.dof_link][:, self.dof_link],
+            "link_dofs": self.subtree[self.dof_link].T, "vel_carrier": self.vel_carrier,
+            # contact spheres
+            "contact_link": link, "contact_p0": p0, "contact_r": rad, "contact_inc": inc,
+        }
 
     def __repr__(self):
         return f"Body({self.name!r}, links={self.L}, nq={self.nq}, nv={self.nv})"
