@@ -66,7 +66,8 @@ class Simulator:
         body: a :class:`pbad_gym.model.Body`.
         dt: time step [s].
         integrator: "pbad" (position-based, order 2) or a baseline: "euler", "semi_implicit_euler", "rk4".
-        optimizer: "lm" (Levenberg-Marquardt) or "lbfgs" for PBAD.
+        optimizer: "lm" (Levenberg-Marquardt), "lbfgs" (diagonal initial inverse Hessian) or "lbfgs_hessian"
+            (L-BFGS from the inverse Gauss-Newton step Hessian at the warm start) for PBAD.
         num_envs: batch size B.
         dtype: float64 (default) or float32.
         device: "cpu" (NumPy) or "cuda" (CuPy).

@@ -24,5 +24,5 @@ def test_fig3_quick_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(fig3, "NS", (3,))
     monkeypatch.setattr(fig3, "DTS", (0.05,))
     assert bench_main(["fig3", "--quick", "--steps", "1", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "fig3" / "fig3abc.csv").read_text().count("\n") == 5
+    assert (tmp_path / "fig3" / "fig3abc.csv").read_text().count("\n") == 7  # header + 2 orders x 3 optimisers
     assert (tmp_path / "fig3" / "fig3.png").stat().st_size > 0

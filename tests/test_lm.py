@@ -124,3 +124,14 @@ def test_simulator_with_lbfgs():
         infos = [s.step() for s in sims]
     assert all(i["converged"].all() for i in infos)
     np.testing.assert_allclose(sims[0].q, sims[1].q, atol=1e-8)
+
+
+def test_hessian_initialised_lbfgs_reaches_the_lm_step_in_few_iterations():
+    body = chain(20)
+    q_prev, q, tau = _states(body, 2, 7, 0.01)
+    a, ra = pbad_step(body, q_prev, q, tau, 0.01, G, optimizer="lm", tol=1e-10)
+    b, rb = pbad_step(body, q_prev, q, tau, 0.01, G, optimizer="lbfgs_hessian", tol=1e-10)
+    c, rc = pbad_step(body, q_prev, q, tau, 0.01, G, optimizer="lbfgs", tol=1e-10, max_iter=5000)
+    assert ra.converged.all() and rb.converged.all() and rc.converged.all()
+    np.testing.assert_allclose(b, a, atol=1e-8)
+    assert rb.iterations.max() <= 4 * ra.iterations.max() < rc.iterations.max()

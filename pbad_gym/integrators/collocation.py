@@ -321,8 +321,8 @@ def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *,
                      tol=1e-9, contact=None, W=None, guess=None):
     """One collocation step of ``order`` for a batch. q_prevnode: the previous step's last interior node (B, nq);
     qd_cur (B, nv): a velocity estimate at t_k for the default warm start; guess (B, K−1, nq): another warm start;
-    optimizer "lm" (default: Gauss-Newton steps on the residual) or "lbfgs" (on
-    the same weighted squared residual, for comparison; max_iter default 50 / 2000).
+    optimizer "lm" (default: Gauss-Newton steps on the residual), "lbfgs" or "lbfgs_hessian" (on the same weighted
+    squared residual, for comparison; max_iter default 50 / 2000).
     Returns (nodes (B, K−1, nq) at α_1 … 1, LMResult with grad_norm = max |r|/D)."""
     data = prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact, W)
     B, n = q_cur.shape[0], order - 1
@@ -334,9 +334,13 @@ def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *,
         return out.reshape(Bx, -1)
 
     value_grad = lambda x, idx: _objective(body, x, data.take(idx), n)  # noqa: E731
-    if optimizer == "lbfgs":
-        _, D = _gauss_newton_factor(value_grad(x0, None)[2])
-        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 2000, tol=tol, scale=D)
+    if optimizer in ("lbfgs", "lbfgs_hessian"):
+        F, D = _gauss_newton_factor(value_grad(x0, None)[2])
+        h0 = None
+        if optimizer == "lbfgs_hessian":
+            Finv = xp_of(x0).linalg.inv(F)  # (FᵀF)⁻¹ = F⁻¹F⁻ᵀ: cond(F) ~1e6 where cond(FᵀF) ~1e12
+            h0 = Finv @ xp_of(x0).swapaxes(Finv, -1, -2)
+        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 2000, tol=tol, scale=D, h0_matrix=h0)
     else:  # the residual Jacobian is exact: start with undamped Newton steps
         res = levenberg_marquardt(value_grad, _gauss_newton_factor, retract, x0, max_iter=max_iter or 50, tol=tol,
                                   sqrt_hessian=True, mu0=0.0)

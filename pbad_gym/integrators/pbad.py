@@ -18,7 +18,7 @@ from ..kinematics import (difference, forward_kinematics, generalized_gradient, 
 from ..optim import lbfgs, levenberg_marquardt
 
 HESSIANS = ("exact", "gauss_newton")
-OPTIMIZERS = ("lm", "lbfgs")
+OPTIMIZERS = ("lm", "lbfgs", "lbfgs_hessian")
 
 
 _BATCHED = ("A", "b", "q_ref", "tau", "W")
@@ -151,8 +151,10 @@ def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=
               hessian="exact", record_history=False, kin_prev=None, kin_cur=None, contact=None):
     """One order-2 PBAD step for a batch: returns (q_next (B, nq), LMResult diagnostics).
 
-    forces: a ForceModel, or a gravity vector (3,) for gravity and actuation only. optimizer: "lm" or "lbfgs"
-    (scaled by the Gauss-Newton diagonal at the warm start, so both stop on the same measure); max_iter defaults
+    forces: a ForceModel, or a gravity vector (3,) for gravity and actuation only. optimizer: "lm", "lbfgs"
+    (initial inverse Hessian: the Gauss-Newton diagonal at the warm start, O(n) per iteration, as the paper) or
+    "lbfgs_hessian" (initial inverse Hessian: the inverse step Hessian at the warm start, O(n²)); all stop on
+    the same measure; max_iter defaults
     to 50 for LM and 500 for L-BFGS. kin_prev / kin_cur: kinematics of q_prev / q_cur when the caller already has
     them; contact: lagged contact state of q_cur.
     """
@@ -167,8 +169,9 @@ def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=
     if optimizer == "lm":
         res = levenberg_marquardt(value_grad, lambda ctx: step_hessian(body, ctx), retract, x0,
                                   max_iter=max_iter or 50, tol=tol, record_history=record_history)
-    else:
-        _, D = step_hessian(body, value_grad(x0, None)[2])
+    else:  # L-BFGS from the Gauss-Newton diagonal, or ("lbfgs_hessian") from the inverse step Hessian at x0
+        H, D = step_hessian(body, value_grad(x0, None)[2]._replace(hessian="gauss_newton"))  # SPD
+        h0 = xp_of(x0).linalg.inv(H) if optimizer == "lbfgs_hessian" else None
         res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 500, tol=tol, scale=D,
-                    record_history=record_history)
+                    record_history=record_history, h0_matrix=h0)
     return res.x, res
