@@ -37,7 +37,7 @@ import numpy as np
 
 from .backend import xp_of
 from .dynamics import crba
-from .energies import ForceModel
+from .energies import ForceModel, sphere_centres
 from .integrators.pbad import (HESSIANS, as_force_model, pbad_step, prepare_step, step_energy_grad,
                                step_hessian)
 from .kinematics import difference, forward_kinematics, integrate, matvec, point_jacobian
@@ -124,11 +124,8 @@ def check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol):
 # --- contact geometry ------------------------------------------------------------------------------------------
 def sphere_gaps(body, kin, height):
     """Centres P (B, S, 3) and signed gaps P_z − h − r (B, S) [m] of the contact spheres at poses ``kin``."""
-    xp = xp_of(kin.R)
-    c = body.arrays(xp, kin.R.dtype)
-    link = c["contact_link"]
-    P = kin.t[:, link] + matvec(kin.R[:, link], c["contact_p0"])
-    return P, P[..., 2] - height - c["contact_r"]
+    P = sphere_centres(body, kin)
+    return P, P[..., 2] - height - body.arrays(xp_of(P), P.dtype)["contact_r"]
 
 
 def contact_jacobian(body, kin, P):

@@ -101,7 +101,6 @@ class Simulator:
         self.num_envs, self.device, self.hessian, self.order = int(num_envs), device, hessian, int(order)
         self.dtype = check_dtype(dtype)
         self.xp = get_xp(device)
-        self.gravity = self.xp.asarray(gravity, dtype=self.dtype).reshape(3)
         if contact_model not in CONTACT_MODELS:
             raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
         self.contact_model, self.impulse = contact_model, None
@@ -226,6 +225,11 @@ class Simulator:
             return self._qd
         v = node_velocity(self.body, self._nodes, self.dt, self.order)
         return self.xp.where(self._fresh[:, None], self._qd, v)  # rows reset since the last step
+
+    @property
+    def gravity(self):
+        """Gravity (3,) [m/s²] as an array of the simulator's module and dtype (held by the force model)."""
+        return self.xp.asarray(self.forces.gravity, dtype=self.dtype)
 
     def kinematics(self):
         """Forward kinematics of the current configuration (cached between steps)."""

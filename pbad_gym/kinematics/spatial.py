@@ -132,11 +132,4 @@ _SKEW_E = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]], [[0, 0, 1], [0, 0, 0], [
 def weighted_spatial_form(m, cw, Sw, W):
     """Spatial quadratic form of ∫ρ (ω×P + v)ᵀ W (ω×P + v) (…, 6, 6) for a constant symmetric weight W (…, 3, 3),
     from world moments m (…), c = ∫ρP (…, 3), S = ∫ρPPᵀ (…, 3, 3): [[Σ ε_bak ε_cdl W_bc S_kl, [c]×W], [−W[c]×, mW]]."""
-    xp = xp_of(cw, Sw, W)
-    out = xp.empty(Sw.shape[:-2] + (6, 6), dtype=Sw.dtype)
-    out[..., :3, :3] = _rotational_block(W, Sw)
-    cW = skew(cw) @ W
-    out[..., :3, 3:] = cW
-    out[..., 3:, :3] = xp.swapaxes(cW, -1, -2)
-    out[..., 3:, 3:] = xp.asarray(m, dtype=Sw.dtype)[..., None, None] * W
-    return out
+    return cross_spatial_form(m, cw, cw, Sw, W)  # the cross form of a configuration with itself
