@@ -335,12 +335,13 @@ def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *,
 
     value_grad = lambda x, idx: _objective(body, x, data.take(idx), n)  # noqa: E731
     if optimizer in ("lbfgs", "lbfgs_hessian"):
-        F, D = _gauss_newton_factor(value_grad(x0, None)[2])
+        first = value_grad(x0, None)
+        F, D = _gauss_newton_factor(first[2])
         h0 = None
         if optimizer == "lbfgs_hessian":
             Finv = xp_of(x0).linalg.inv(F)  # (FᵀF)⁻¹ = F⁻¹F⁻ᵀ: cond(F) ~1e6 where cond(FᵀF) ~1e12
             h0 = Finv @ xp_of(x0).swapaxes(Finv, -1, -2)
-        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 2000, tol=tol, scale=D, h0_matrix=h0)
+        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 2000, tol=tol, scale=D, h0_matrix=h0, first=first)
     else:  # the residual Jacobian is exact: start with undamped Newton steps
         res = levenberg_marquardt(value_grad, _gauss_newton_factor, retract, x0, max_iter=max_iter or 50, tol=tol,
                                   sqrt_hessian=True, mu0=0.0)

@@ -170,8 +170,9 @@ def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=
         res = levenberg_marquardt(value_grad, lambda ctx: step_hessian(body, ctx), retract, x0,
                                   max_iter=max_iter or 50, tol=tol, record_history=record_history)
     else:  # L-BFGS from the Gauss-Newton diagonal, or ("lbfgs_hessian") from the inverse step Hessian at x0
-        H, D = step_hessian(body, value_grad(x0, None)[2]._replace(hessian="gauss_newton"))  # SPD
+        first = value_grad(x0, None)
+        H, D = step_hessian(body, first[2]._replace(hessian="gauss_newton"))  # SPD
         h0 = xp_of(x0).linalg.inv(H) if optimizer == "lbfgs_hessian" else None
         res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 500, tol=tol, scale=D,
-                    record_history=record_history, h0_matrix=h0)
+                    record_history=record_history, h0_matrix=h0, first=first)
     return res.x, res

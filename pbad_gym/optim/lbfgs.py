@@ -158,7 +158,7 @@ def _line_search(value_grad, retract, x, E, g, d, gd, t0, idx, B):
 
 
 def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=None, record_history=False,
-          h0_matrix=None):
+          h0_matrix=None, first=None):
     """Minimise an energy over a batch of B problems in lock-step by L-BFGS with a weak-Wolfe line search.
 
     value_grad(x, idx) -> (E (B',), g (B', n), ctx): as for levenberg_marquardt; a ctx with a ``measure``
@@ -169,7 +169,7 @@ def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=
     H0 = diag(1/scale). Without it the test is max_j |g_j| < tol and H0 = γ·I, γ = sᵀy/yᵀy of the newest pair.
     h0_matrix: optional (B, n, n) symmetric positive definite initial inverse Hessian (e.g. the inverse of a
     Gauss-Newton Hessian at x0): O(n²) per iteration instead of O(n), far fewer iterations on ill-conditioned
-    problems.
+    problems. first: value_grad(x0, None) when the caller has already evaluated it (e.g. to build scale).
     One iteration is one accepted step (line-search trials are counted in function_evals, which includes the
     initial evaluation). A trajectory whose line search fails gets its memory reset and tries −H0 g; if that fails
     too it stops (converged False). Returns LMResult (x (B, n_x), iterations, grad_norm, converged, energy,
@@ -178,7 +178,7 @@ def lbfgs(value_grad, retract, x0, *, max_iter=500, tol=1e-9, history=10, scale=
     xp = xp_of(x0)
     B = x0.shape[0]
     x = x0.copy()
-    E, g, ctx = value_grad(x, None)
+    E, g, ctx = value_grad(x, None) if first is None else first
     has_measure = getattr(ctx, "measure", None) is not None
     mem = _Memory(xp, B, history, g.shape[-1], g.dtype)
     iters = xp.zeros(B, dtype=xp.int64)
