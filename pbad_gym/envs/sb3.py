@@ -4,6 +4,14 @@ SB3 resets a finished sub-environment inside the same ``step`` call and hands th
 ``infos[i]["terminal_observation"]`` (with ``"TimeLimit.truncated"`` for time limits); the native env resets on
 the next step (NEXT_STEP). The adapter resets the finished rows at once with ``reset(options={"reset_mask": ...})``,
 which also cancels their pending autoreset.
+
+A diverged sub-environment (``info["diverged"]``) is reported with ``infos[i]["diverged"] = True`` and
+``"TimeLimit.truncated" = False``: its last observation is not a state to bootstrap a value from.
+
+The native batch is one object, so attributes and methods are per sub-environment only where the batch stores
+them per row: ``get_attr`` / ``env_method`` slice values whose leading axis is ``num_envs`` and hand every index
+the same value otherwise; ``set_attr`` writes rows of such per-row arrays and refuses to change a shared
+attribute for a subset of the sub-environments.
 """
 from __future__ import annotations
 
@@ -13,6 +21,17 @@ try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("pbad_gym.envs.SB3VecEnv needs stable-baselines3: pip install 'pbad_gym[sb3]'") from err
+
+
+def _split_rows(info, num_envs):
+    """Per-sub-environment dicts from a batched info dict (entries whose leading axis is num_envs)."""
+    infos = [{} for _ in range(num_envs)]
+    for key, val in info.items():
+        val = np.asarray(val)
+        if val.shape[:1] == (num_envs,):
+            for i in range(num_envs):
+                infos[i][key] = val[i].item() if val.ndim == 1 else val[i]
+    return infos
 
 
 class SB3VecEnv(VecEnv):
@@ -33,7 +52,8 @@ class SB3VecEnv(VecEnv):
 
     def reset(self):
         seeds = list(self._seeds) if any(s is not None for s in self._seeds) else None
-        obs, _ = self.venv.reset(seed=seeds)
+        obs, info = self.venv.reset(seed=seeds)
+        self.reset_infos = _split_rows(info, self.num_envs)
         self._reset_seeds()
         self._reset_options()
         return obs
@@ -44,17 +64,17 @@ class SB3VecEnv(VecEnv):
     def step_wait(self):
         obs, reward, terminated, truncated, info = self.venv.step(self._actions)
         done = terminated | truncated
-        infos = [{} for _ in range(self.num_envs)]
-        for key, val in info.items():
-            val = np.asarray(val)
-            if val.shape[:1] == (self.num_envs,):
-                for i in range(self.num_envs):
-                    infos[i][key] = val[i].item() if val.ndim == 1 else val[i]
+        infos = _split_rows(info, self.num_envs)
+        diverged = np.asarray(info.get("diverged", np.zeros(self.num_envs, dtype=bool)), dtype=bool)
         if done.any():
             for i in np.nonzero(done)[0]:
                 infos[i]["terminal_observation"] = obs[i].copy()
-                infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-            obs, _ = self.venv.reset(options={"reset_mask": done})
+                infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i] and not diverged[i])
+                infos[i]["diverged"] = bool(diverged[i])
+            obs, reset_info = self.venv.reset(options={"reset_mask": done})
+            fresh = _split_rows(reset_info, self.num_envs)
+            for i in np.nonzero(done)[0]:
+                self.reset_infos[i] = fresh[i]
         return obs, reward.astype(np.float32), done, infos
 
     def close(self):
@@ -67,22 +87,42 @@ class SB3VecEnv(VecEnv):
     def _indices(self, indices):
         if indices is None:
             return list(range(self.num_envs))
-        if isinstance(indices, int):
-            return [indices]
-        return list(indices)
+        if isinstance(indices, (int, np.integer)):
+            return [int(indices)]
+        return [int(i) for i in indices]
+
+    def _per_row(self, value, indices):
+        """value[i] for each index when value is batched over the sub-environments, else value for each."""
+        rows = self._indices(indices)
+        if isinstance(value, np.ndarray) and value.shape[:1] == (self.num_envs,):
+            return [value[i] for i in rows]
+        if isinstance(value, tuple) and len(value) > 0 and all(
+                isinstance(v, np.ndarray) and v.shape[:1] == (self.num_envs,) for v in value):
+            return [tuple(v[i] for v in value) for i in rows]
+        if isinstance(value, dict) and len(value) > 0 and all(
+                np.asarray(v).shape[:1] == (self.num_envs,) for v in value.values()):
+            return [{k: np.asarray(v)[i] for k, v in value.items()} for i in rows]
+        return [value for _ in rows]
 
     def get_attr(self, attr_name, indices=None):
-        value = getattr(self.venv, attr_name)
-        return [value for _ in self._indices(indices)]
+        return self._per_row(getattr(self.venv, attr_name), indices)
 
     def set_attr(self, attr_name, value, indices=None):
-        if indices is not None and len(self._indices(indices)) != self.num_envs:
-            raise ValueError("the native batch shares its attributes: set them for all sub-environments")
-        setattr(self.venv, attr_name, value)
+        rows = self._indices(indices)
+        if len(rows) == self.num_envs and sorted(rows) == list(range(self.num_envs)):
+            setattr(self.venv, attr_name, value)
+            return
+        current = getattr(self.venv, attr_name, None)
+        if not (isinstance(current, np.ndarray) and current.shape[:1] == (self.num_envs,)):
+            raise ValueError(f"set_attr({attr_name!r}, indices={rows}): {attr_name!r} is shared by the whole "
+                             "native batch; set it for all sub-environments (indices=None)")
+        updated = current.copy()
+        updated[rows] = value
+        setattr(self.venv, attr_name, updated)
 
     def env_method(self, method_name, *method_args, indices=None, **method_kwargs):
         out = getattr(self.venv, method_name)(*method_args, **method_kwargs)
-        return [out for _ in self._indices(indices)]
+        return self._per_row(out, indices)
 
     def env_is_wrapped(self, wrapper_class, indices=None):
         return [False for _ in self._indices(indices)]
