@@ -1,0 +1,277 @@
+"""Training configuration: typed dataclasses (one docstring per field, CleanRL style) that YAML files override.
+
+A YAML file holds a nested mapping with the fields of :class:`TrainConfig` (``env``, ``cmaes`` and ``ppo`` are
+mappings of their own classes' fields); command-line overrides are dotted ``key=value`` strings whose value is
+parsed with ``yaml.safe_load`` (``cmaes.popsize=10``, ``env.kwargs={gear: 40}``, ``ppo.target_kl=null``).
+Unknown keys and bad values raise ``ValueError`` naming the valid keys / values.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+import yaml
+
+
+def _check_positive(obj, names, integer=True):
+    for name in names:
+        v = getattr(obj, name)
+        if v is None:
+            continue
+        if not v > 0:
+            raise ValueError(f"{type(obj).__name__}.{name} must be a positive {'integer' if integer else 'number'},"
+                             f" got {v!r}")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    id: str = "pbad_gym/Swimmer-v1"
+    """registered Gymnasium id, made with ``gymnasium.make_vec`` (a native vector env when the id has one)"""
+    kwargs: dict = field(default_factory=dict)
+    """keyword arguments of the environment (e.g. ``{gear: 40.0, ctrl_cost_weight: 1e-4}``)"""
+    num_envs: int = 16
+    """PPO: parallel sub-environments; CMA-ES: unused (it runs popsize × episodes_per_candidate rows)"""
+
+    def __post_init__(self):
+        _check_positive(self, ["num_envs"])
+
+
+@dataclass(frozen=True)
+class CMAESConfig:
+    policy: Literal["linear", "mlp", "oscillator"] = "linear"
+    """linear: tanh(W·ô + b) on normalised observations; mlp: tanh layers of sizes ``hidden``; oscillator:
+    open-loop a_j = A_j·sin(2π f t + φ_j) + c_j per actuator (one learned frequency f)"""
+    hidden: tuple = (32,)
+    """hidden layer sizes of the mlp policy"""
+    popsize: int = 20
+    """candidates per iteration (CMA-ES λ)"""
+    sigma0: float = 0.5
+    """initial step size of the search distribution (parameters start at 0)"""
+    iterations: int = 100
+    """CMA-ES iterations (generations)"""
+    episodes_per_candidate: int = 1
+    """episodes averaged per candidate; all candidates of an iteration share the same reset seeds"""
+    episode_steps: int = 1000
+    """steps per episode (an episode also ends when the environment terminates or truncates it)"""
+    frequency: float = 0.5
+    """oscillator: base frequency [Hz]; the learned frequency is frequency·exp(θ_f)"""
+    norm_obs: bool = True
+    """normalise observations by running statistics merged after each iteration (linear / mlp)"""
+    clip_obs: float = 10.0
+    """clip normalised observations to ±clip_obs"""
+
+    def __post_init__(self):
+        _check_positive(self, ["popsize", "iterations", "episodes_per_candidate", "episode_steps"])
+        _check_positive(self, ["sigma0", "frequency", "clip_obs"], integer=False)
+        if self.popsize < 2:
+            raise ValueError(f"CMAESConfig.popsize must be at least 2, got {self.popsize}")
+        if any(int(h) != h or h < 1 for h in self.hidden):
+            raise ValueError(f"CMAESConfig.hidden must be positive layer sizes, got {self.hidden!r}")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    total_timesteps: int = 1_000_000
+    """total environment steps of the run"""
+    learning_rate: float = 3e-4
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0"""
+    num_steps: int = 2048
+    """steps per sub-environment per rollout"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """λ of generalised advantage estimation"""
+    num_minibatches: int = 32
+    """minibatches per epoch"""
+    update_epochs: int = 10
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalise advantages per minibatch"""
+    clip_coef: float = 0.2
+    """surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """gradient clipping norm"""
+    target_kl: Optional[float] = None
+    """stop an update's epochs early past this approximate KL (None: never)"""
+    hidden: tuple = (64, 64)
+    """hidden layer sizes of the actor and the critic"""
+    norm_obs: bool = True
+    """normalise observations by running statistics"""
+    norm_reward: bool = True
+    """scale rewards by the running std of the discounted return"""
+    clip_obs: float = 10.0
+    """clip normalised observations to ±clip_obs"""
+    clip_reward: float = 10.0
+    """clip scaled rewards to ±clip_reward"""
+    eval_episodes: int = 0
+    """deterministic evaluation episodes after each iteration (0: none)"""
+
+    def __post_init__(self):
+        _check_positive(self, ["total_timesteps", "num_steps", "num_minibatches", "update_epochs"])
+        _check_positive(self, ["learning_rate", "clip_coef", "max_grad_norm", "target_kl", "clip_obs",
+                               "clip_reward"], integer=False)
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    name: str
+    """run name: the run folder is out_dir/name (a numbered suffix is added when it exists)"""
+    algo: Literal["cmaes", "ppo"] = "cmaes"
+    """training algorithm"""
+    seed: int = 0
+    """run seed: environment reset seeds, NumPy's global generator (pycma) and torch are drawn from it"""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """environment"""
+    cmaes: CMAESConfig = field(default_factory=CMAESConfig)
+    """CMA-ES settings (algo: cmaes)"""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO settings (algo: ppo)"""
+    out_dir: str = "runs"
+    """folder holding the run folders"""
+    checkpoint_every: int = 1
+    """write checkpoint.pkl every this many iterations (and after the last)"""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """torch device of PPO"""
+
+    def __post_init__(self):
+        if not self.name or "/" in self.name or self.name in (".", ".."):
+            raise ValueError(f"TrainConfig.name must be a non-empty folder name without '/', got {self.name!r}")
+        _check_positive(self, ["checkpoint_every"])
+
+
+def _coerce(value, tp, key):
+    """``value`` checked / converted to the annotated type ``tp``; ValueError naming ``key`` otherwise."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if value is None else _coerce(value, args[0], key)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise ValueError(f"{key} must be an integer, got {value!r}")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{key} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{key} must be a string, got {value!r}")
+        return value
+    if tp is tuple:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value):
+            raise ValueError(f"{key} must be a list of integers, got {value!r}")
+        return tuple(value)
+    if tp is dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError(f"{key} must be a mapping, got {value!r}")
+        return dict(value)
+    raise TypeError(f"unsupported field type {tp!r} for {key}")
+
+
+def _build(cls, data, prefix=""):
+    """An instance of dataclass ``cls`` from mapping ``data`` (nested dataclasses from nested mappings)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{prefix.rstrip('.') or 'the config'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ValueError(f"unknown key(s) {[prefix + k for k in unknown]}; valid keys: {[prefix + n for n in names]}")
+    kwargs = {}
+    for name in names:
+        if name not in data:
+            continue
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, data[name], f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(data[name], tp, prefix + name)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a required field (TrainConfig.name) is missing
+        raise ValueError(f"{cls.__name__}: {exc}; valid keys: {[prefix + n for n in names]}") from None
+
+
+def _set_dotted(data: dict, key: str, value) -> None:
+    parts = key.split(".")
+    node = data
+    for i, p in enumerate(parts[:-1]):
+        child = node.setdefault(p, {})
+        if child is None:
+            child = node[p] = {}
+        if not isinstance(child, dict):
+            raise ValueError(f"override {key!r}: {'.'.join(parts[:i + 1])} is not a mapping")
+        node = child
+    node[parts[-1]] = value
+
+
+def config_from_dict(data: dict, overrides=()) -> TrainConfig:
+    """A :class:`TrainConfig` from a nested mapping and dotted ``key=value`` override strings."""
+    data = yaml.safe_load(yaml.safe_dump(data))  # a deep copy of plain values
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override {item!r} must have the form key=value (e.g. cmaes.popsize=10)")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"override {item!r}: the value is not valid YAML ({exc})") from None
+        _set_dotted(data, key.strip(), value)
+    return _build(TrainConfig, data)
+
+
+def load_config(path, overrides=()) -> TrainConfig:
+    """Read the YAML file ``path`` and apply the dotted ``key=value`` ``overrides`` (see the module docstring)."""
+    with open(path) as f:
+        try:
+            data = yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    return config_from_dict(data or {}, overrides)
+
+
+def config_to_dict(cfg) -> dict:
+    """Plain nested dict of a config (tuples as lists), ready for ``yaml.safe_dump``."""
+    def plain(v):
+        if dataclasses.is_dataclass(v):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    return plain(cfg)
+
+
+def dump_config(cfg) -> str:
+    """The config as YAML text (loads back to an equal config with :func:`config_from_dict`)."""
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
