@@ -74,6 +74,43 @@ def throughput(body, dt, batch, steps):
     return steps * batch / (time.perf_counter() - t0)
 
 
+def _plot_energy(ax, traces, scale):
+    """Energy curves on limits taken from the stable runs (padded), so the data fills the panel; an unstable run
+    that leaves the panel is drawn up to the edge and its exit marked with an arrow and its final value."""
+    stable = [e[np.isfinite(e)] for _, _, e, unstable in traces if not unstable]
+    values = np.concatenate(stable) if stable else np.array([-scale, scale])
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.1 * max(hi - lo, 1e-3 * scale)
+    lo, hi = lo - pad, hi + pad
+    exits = 0
+    for integ, t, e, unstable in traces:
+        line, = ax.plot(t, np.clip(e, lo, hi), label=integ + (" (unstable)" if unstable else ""))
+        finite = np.isfinite(e)
+        outside = finite & ((e > hi) | (e < lo))
+        if outside.any():
+            k = int(np.argmax(outside))
+            edge = hi if e[k] > hi else lo
+            exits += 1  # stagger the labels of runs that leave the panel at the same place
+            offset = (14 * exits) * (-1 if edge == hi else 1)
+            ax.annotate(f"{integ}: {e[finite][-1]:+.3g} J", (t[k], edge), xytext=(-30, offset),
+                        textcoords="offset points", color=line.get_color(), fontsize=7, ha="center",
+                        arrowprops=dict(arrowstyle="->", color=line.get_color()))
+    ax.set_ylim(lo, hi)
+    ax.legend(fontsize=8)
+
+
+def _sparse_log_ticks(ax, dts):
+    """x ticks at the time steps run (labelled plainly), y ticks at decades: no crowded minor labels."""
+    from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(FixedLocator(sorted(dts)))
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}")
+    ax.xaxis.set_minor_locator(FixedLocator([]))
+    ax.yaxis.set_major_locator(LogLocator(base=10, numticks=6))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+
+
 def run(args):
     import matplotlib
 
@@ -89,18 +126,17 @@ def run(args):
     print(f"pbad-bench fig2 on {machine()}, {stamp()}")
 
     for ax, n_links, seconds, tag in ((axes[0], 10, dur, "a"), (axes[1], 100, dur100, "b")):
-        body, rows = chain(n_links), []
+        body, rows, traces = chain(n_links), [], []
         for integ in INTEGRATORS:
             t, e, unstable, wall = energy_trace(body, integ, 0.0025, seconds)
             rows += [(integ, float(ti), float(ei)) for ti, ei in zip(t, e)]
-            ax.plot(t, e, label=integ + (" (unstable)" if unstable else ""))
+            traces.append((integ, t, e, unstable))
             print(f"  ({tag}) {n_links:3d} links {integ:20s} E0 {e[0]:+.4f} J  final {e[-1]:+.4g} J  "
                   f"max {np.nanmax(e):+.4g} J  {'UNSTABLE' if unstable else 'stable'}  wall {wall:.2f} s")
         write_csv(out / f"fig2{tag}.csv", rows, ["integrator", "time_s", "energy_J"])
         ax.set(title=f"({tag}) {n_links}-link chain, dt = 0.0025 s", xlabel="time [s]", ylabel="total energy [J]")
         scale = body.total_mass * 9.81 * _chain_length(body) / 2
-        ax.set_ylim(-2.5 * scale, 1.5 * scale)
-        ax.legend(fontsize=8)
+        _plot_energy(ax, traces, scale)
 
     body, rows = chain(10), []
     dts = DTS[1::2] if args.quick else DTS
@@ -131,6 +167,7 @@ def run(args):
         axes[2].plot([x[1] for x in bad], [x[2] for x in bad], "rx", ms=12)
     axes[2].set(xscale="log", yscale="log", xlabel="dt [s]", ylabel="wall time [s]",
                 title=f"(c) {dur:g} s of a 10-link chain (x: unstable)")
+    _sparse_log_ticks(axes[2], {r[1] for r in rows})
     axes[2].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "fig2.png", dpi=120)
