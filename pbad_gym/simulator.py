@@ -92,6 +92,11 @@ class Simulator:
     ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``.
     """
 
+    @property
+    def xp(self):
+        """The array module of the state (numpy or cupy), derived from ``device`` so that a Simulator pickles."""
+        return get_xp(self.device)
+
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
@@ -100,7 +105,7 @@ class Simulator:
         self.body, self.dt, self.integrator, self.optimizer = body, float(dt), integrator, optimizer
         self.num_envs, self.device, self.hessian, self.order = int(num_envs), device, hessian, int(order)
         self.dtype = check_dtype(dtype)
-        self.xp = get_xp(device)
+        get_xp(device)  # fails early, naming the device, when its array module is missing
         if contact_model not in CONTACT_MODELS:
             raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
         self.contact_model, self.impulse = contact_model, None

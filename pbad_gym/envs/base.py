@@ -109,7 +109,6 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
                              max_iter=max_iter, tol=tol, order=order, **options)
         self.dt = self.sim.dt
-        self.xp = self.sim.xp
 
         n_act = len(self.actuated)
         self.single_action_space = spaces.Box(-1.0, 1.0, (n_act,), dtype=np.float32)
@@ -125,6 +124,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self._needs_reset = np.zeros(B, dtype=bool)
         self._obs = np.zeros((B, self.obs_dim), dtype=np.float32)
         self._has_reset = False
+
+    @property
+    def xp(self):
+        """The Simulator's array module (not stored: modules do not pickle)."""
+        return self.sim.xp
 
     # --- hooks ----------------------------------------------------------------------------------------------
     def _build_body(self):
