@@ -15,9 +15,14 @@ def _kin(body, q, kin):
 
 def crba(body, q, kin=None):
     """Joint-space mass matrix M(q) (B, nv, nv) by the composite rigid body algorithm: subtree sums of world
-    spatial inertias projected on the DOF axes. Units: kg, kg m, kg m² by DOF type."""
+    spatial inertias projected on the DOF axes, plus the joints' armature on the diagonal. Units: kg, kg m,
+    kg m² by DOF type."""
     kin = _kin(body, q, kin)
-    return generalized_hessian(body, kin, K=world_moments(body, kin))
+    M = generalized_hessian(body, kin, K=world_moments(body, kin))
+    if body.has_armature:
+        xp = xp_of(M)
+        M = M + xp.diag(body.arrays(xp, M.dtype)["armature"])
+    return M
 
 
 mass_matrix = crba
@@ -49,7 +54,8 @@ def rnea(body, q, qd, qdd, gravity=GRAVITY, kin=None):
     """Inverse dynamics τ = M(q) q̈ + h(q, q̇) (B, nv) by recursive Newton-Euler, gravity (3,) [m/s²].
 
     Each DOF axis is carried by the frame that moves it (the parent link for hinges, the child for ball and
-    free-rotation DOFs), so ṡ_j = V_carrier × s_j; gravity enters as a base acceleration −g.
+    free-rotation DOFs), so ṡ_j = V_carrier × s_j; gravity enters as a base acceleration −g. Armature adds
+    its own term armature·q̈ per DOF (a rotor spinning with its joint: no bias force).
     """
     xp = xp_of(q, qd, qdd)
     kin = _kin(body, q, kin)
@@ -64,7 +70,8 @@ def rnea(body, q, qd, qdd, gravity=GRAVITY, kin=None):
     A = c["link_dofs"] @ acc_dof + a0
     I = world_moments(body, kin)
     f = I.apply(A) + force_cross(V, I.apply(V))
-    return generalized_gradient(body, kin, f)
+    tau = generalized_gradient(body, kin, f)
+    return tau + c["armature"] * qdd if body.has_armature else tau
 
 
 def forward_dynamics(body, q, qd, tau, gravity=GRAVITY):
@@ -77,7 +84,7 @@ def forward_dynamics(body, q, qd, tau, gravity=GRAVITY):
 
 
 def energy(body, q, qd, gravity=GRAVITY):
-    """Kinetic ½ q̇ᵀM q̇ and potential −gᵀΣ(m t + R c) energies [J], each (B,)."""
+    """Kinetic ½ q̇ᵀM q̇ (armature included) and potential −gᵀΣ(m t + R c) energies [J], each (B,)."""
     xp = xp_of(q, qd)
     kin = forward_kinematics(body, q)
     M = crba(body, q, kin)

@@ -7,9 +7,9 @@ from .drag import drag_terms, drag_weights
 from .forces import ForceModel, drag_coefficients, make_force_model
 from .gravity import gravity_terms
 from .inertia import inertia_targets, inertia_terms
-from .joints import damping_terms, limit_terms
+from .joints import armature_terms, damping_terms, limit_terms
 
 __all__ = ["LinkTerms", "JointTerms", "inertia_targets", "inertia_terms", "gravity_terms", "actuation_terms",
            "drag_terms", "drag_weights", "GroundContact", "FRICTION_MODELS", "contact_terms", "contact_state",
-           "sphere_centres", "limit_terms", "damping_terms", "ForceModel", "make_force_model",
+           "sphere_centres", "limit_terms", "damping_terms", "armature_terms", "ForceModel", "make_force_model",
            "drag_coefficients"]

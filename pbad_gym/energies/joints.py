@@ -1,8 +1,11 @@
-"""Joint-space terms: one-sided quadratic limits and joint damping.
+"""Joint-space terms: one-sided quadratic limits, joint damping and armature.
 
 - limits: k/2·(max(0, q − hi)² + max(0, lo − q)²) on the DOFs whose joint has a ``range`` [rad or m];
 - damping: b/(2Δt)·‖q ⊖ q_k‖² per DOF with the joint's ``damping`` b [N m s/rad] — a dissipative term whose
-  force is −b·q̇ with q̇ = (q ⊖ q_k)/Δt. Quaternion joints use the actuation chart d = 2·vec(q_k⁻¹ q).
+  force is −b·q̇ with q̇ = (q ⊖ q_k)/Δt. Quaternion joints use the actuation chart d = 2·vec(q_k⁻¹ q);
+- armature: a/(2Δt²)·‖q ⊖ (q_k ⊕ (q_k ⊖ q_{k−1}))‖² per DOF with the joint's rotor inertia a — the joint-space
+  counterpart of the inertia term (q − 2q_k + q_{k−1} on linear coordinates), whose Hessian a/Δt² is the
+  armature's share of M/Δt². It is the damping form measured from the constant-velocity prediction with b = a/Δt.
 """
 from __future__ import annotations
 
@@ -91,3 +94,10 @@ def damping_terms(body, q, q_ref, b, dt, derivatives=True):
         qv = body.quat_v
         hess[:, qv, qv] -= 0.5 * xp.sum((b * d)[:, qv] * r[..., 1:], -1)[..., None]
     return JointTerms(val, grad, hess)
+
+
+def armature_terms(body, q, q_pred, armature, dt, derivatives=True):
+    """Armature inertia a/(2Δt²)·‖q ⊖ q_pred‖² for a (nv,) [kg m² or kg] around the constant-velocity prediction
+    q_pred = q_k ⊕ (q_k ⊖ q_{k−1}) (B, nq), step ``dt`` [s] -> JointTerms."""
+    xp = xp_of(q)
+    return damping_terms(body, q, q_pred, xp.asarray(armature, dtype=q.dtype) / dt, dt, derivatives)

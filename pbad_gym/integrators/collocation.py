@@ -13,8 +13,8 @@ be conservative: drag and viscous friction use the polynomial velocity. All unkn
 Jacobian: diagonal blocks from the per-node Hessian machinery, off-diagonal blocks from the cross mass matrices
 ∫ρ J_aᵀ J_b between nodes. Convergence: max |r|/D < tol. Order K behaves like Runge-Kutta of order K − 1.
 
-Supported terms: gravity, actuation, drag, ground contact (normal; viscous or Coulomb friction), joint limits and
-joint damping (on quaternion joints through the same chart as the order-2 step).
+Supported terms: gravity, actuation, drag, ground contact (normal; viscous or Coulomb friction), joint limits,
+joint damping and armature (on quaternion joints through the same chart as the order-2 step).
 """
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def residual(body, X, data, jacobian=True):
     if f.limit_stiffness > 0:
         joints = joints + limit_terms(body, Xf, f.limit_stiffness)
     r = generalized_gradient(body, kin, wrench) + joints.grad
-    damping = _damping(body, Xf, data, n, jacobian) if f.has_damping else None
+    damping = _joint_rate_terms(body, Xf, data, n, jacobian) if f.has_damping or body.has_armature else None
     if damping is not None:
         r = r + damping[0]
     r = r.reshape(B, n, body.nv)
@@ -165,27 +165,32 @@ def residual(body, X, data, jacobian=True):
     return r, Jr if damping is None else Jr + damping[1]
 
 
-def _damping(body, Xf, data, n, jacobian):
-    """Joint damping at the unknown nodes: r_a = J_aᵀ (b ⊙ q̇_a) with q̇_a = Σ_j w'_aj d_j/Δt the polynomial rate of
-    the chart coordinates d_j of every node around q_k (:func:`joint_chart`) and J_a the chart Jacobian at q_a.
+def _joint_rate_terms(body, Xf, data, n, jacobian):
+    """Joint damping and armature at the unknown nodes: r_a = J_aᵀ (b ⊙ q̇_a + a ⊙ q̈_a) with q̇_a = Σ_j w'_aj d_j/Δt
+    and q̈_a = Σ_j w''_aj d_j/Δt² the polynomial rates of the chart coordinates d_j of every node around q_k
+    (:func:`joint_chart`), J_a the chart Jacobian at q_a, b the damping and a the armature (nv,).
     Returns r (B·n, nv) and, with ``jacobian``, its Jacobian (B, n, nv, n, nv)."""
     xp = xp_of(Xf)
     B, nv, dt = data.q_ref.shape[0], body.nv, data.dt
-    b = xp.asarray(data.forces.damping, dtype=Xf.dtype)
+    b = xp.zeros(nv, dtype=Xf.dtype) if data.forces.damping is None else xp.asarray(data.forces.damping,
+                                                                                     dtype=Xf.dtype)
+    arm = body.arrays(xp, Xf.dtype)["armature"]
     d, rq = joint_chart(body, _rep(data.q_ref, n), Xf)
-    qdot = _field(data.W1, xp.stack([data.dprev, xp.zeros_like(data.dprev)], 1), d.reshape(B, n, nv), 1 / dt)
-    y = _flat(b * qdot)
+    known = xp.stack([data.dprev, xp.zeros_like(data.dprev)], 1)
+    dn = d.reshape(B, n, nv)
+    y = _flat(b * _field(data.W1, known, dn, 1 / dt) + arm * _field(data.W2, known, dn, 1 / dt**2))
     J = chart_jacobian(body, rq, B * n, Xf.dtype, xp)
     r = (xp.swapaxes(J, -1, -2) @ y[..., None])[..., 0]
     if not jacobian:
         return r, None
-    JbJ = (xp.swapaxes(J, -1, -2) * b).reshape(B, n, nv, nv)
+    Jt = xp.swapaxes(J, -1, -2).reshape(B, n, nv, nv)
     Jn = J.reshape(B, n, nv, nv)
-    W1u = data.W1[:, 2:]
+    W1u, W2u = data.W1[:, 2:], data.W2[:, 2:]
     out = xp.zeros((B, n, nv, n, nv), dtype=Xf.dtype)
     for a in range(n):
         for c in range(n):
-            out[:, a, :, c] = (W1u[a, c] / dt) * (JbJ[:, a] @ Jn[:, c])
+            coef = b * (W1u[a, c] / dt) + arm * (W2u[a, c] / dt**2)
+            out[:, a, :, c] = (Jt[:, a] * coef) @ Jn[:, c]
     if rq is not None:  # the chart Jacobian turns with q_a: ∂(Jᵀy)/∂δ = −½ y vᵀ + ½ w [y]× + ½ [y]×[v]×
         qv = body.quat_v
         yq, w, v = y[:, qv], rq[..., :1, None], rq[..., 1:]

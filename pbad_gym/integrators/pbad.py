@@ -1,6 +1,7 @@
 """PBAD order-2 step (DESIGN.md §4): q_{k+1} = argmin E(q) with
 
-    E(q) = 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² + U(q) − τᵀ(q ⊖ q_k) + drag, contact, limits, damping
+    E(q) = 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² + U(q) − τᵀ(q ⊖ q_k) + drag, contact, limits, damping,
+           armature
 
 solved by batched Levenberg-Marquardt from the warm start q_k ⊕ (q_k ⊖ q_{k−1}).
 """
@@ -11,8 +12,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backend import to_numpy, xp_of
-from ..energies import (ForceModel, LinkTerms, actuation_terms, contact_state, contact_terms, damping_terms,
-                        drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms, limit_terms)
+from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, contact_state, contact_terms,
+                        damping_terms, drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms,
+                        limit_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
 from ..optim import lbfgs, levenberg_marquardt
@@ -21,13 +23,14 @@ HESSIANS = ("exact", "gauss_newton")
 OPTIMIZERS = ("lm", "lbfgs", "lbfgs_hessian")
 
 
-_BATCHED = ("A", "b", "q_ref", "tau", "W")
+_BATCHED = ("A", "b", "q_ref", "tau", "W", "q_pred")
 
 
 class StepData(NamedTuple):
     """Constants of one step for a batch: inertia targets (A, b), q_k (B, nq), τ (B, nv), kinematics of q_k,
     drag weights W (B, L, 3, 3) or None, lagged contact state (dict of (B, S, …) arrays) or None, Δt [s] and
-    the ForceModel."""
+    the ForceModel; q_pred = q_k ⊕ (q_k ⊖ q_{k−1}) (B, nq), the constant-velocity prediction (the warm start and
+    the armature term's target)."""
 
     A: object
     b: object
@@ -38,6 +41,7 @@ class StepData(NamedTuple):
     contact: object
     dt: float
     forces: object
+    q_pred: object = None
 
     def take(self, idx):
         """The data of trajectories ``idx`` (None: all)."""
@@ -61,7 +65,8 @@ def prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev=None, kin_cur=No
     W = None if forces.drag is None else drag_weights(kin_cur, xp.asarray(forces.drag, dtype=q_cur.dtype))
     if forces.contact is not None and contact is None:
         contact = contact_state(body, kin_cur, forces.contact, dt)
-    return StepData(A, b, q_cur, tau, kin_cur, W, contact, float(dt), forces)
+    q_pred = integrate(body, q_cur, difference(body, q_prev, q_cur))
+    return StepData(A, b, q_cur, tau, kin_cur, W, contact, float(dt), forces, q_pred)
 
 
 def as_force_model(forces):
@@ -108,6 +113,9 @@ def step_terms(body, q, data, derivatives=True):
         joints = joints + limit_terms(body, q, f.limit_stiffness, derivatives)
     if f.has_damping:
         joints = joints + damping_terms(body, q, data.q_ref, f.damping, data.dt, derivatives)
+    if body.has_armature:
+        armature = body.arrays(xp_of(q), q.dtype)["armature"]
+        joints = joints + armature_terms(body, q, data.q_pred, armature, data.dt, derivatives)
     return kin, links, joints
 
 
@@ -121,7 +129,8 @@ def step_energy_grad(body, q, data, hessian="exact"):
 
 def step_hessian(body, ctx):
     """Hessian (B, nv, nv) ("exact" or "gauss_newton": the terms' Gauss-Newton forms — M/Δt² for inertia — plus
-    joint-space Hessians) and the diagonal of its Gauss-Newton part D (B, nv)."""
+    joint-space Hessians, the armature's share of M/Δt² among them) and the diagonal of its Gauss-Newton part
+    D (B, nv), armature included (D scales the convergence measure to a step in units of q)."""
     mom, dt = world_moments(body, ctx.kin), ctx.dt
     if ctx.W is None:
         K = mom.scaled(1.0 / (dt * dt))
@@ -133,6 +142,8 @@ def step_hessian(body, ctx):
     exact = ctx.hessian == "exact"
     H, D = generalized_hessian(body, ctx.kin, K=K.K, G=ctx.links.G if exact else None, f=ctx.links.f, X=ctx.X,
                                gn_diagonal=True)
+    if body.has_armature:
+        D = D + body.arrays(xp_of(D), D.dtype)["armature"] / (dt * dt)
     return H + ctx.joints.hess, D
 
 
@@ -163,7 +174,7 @@ def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact)
-    x0 = integrate(body, q_cur, difference(body, q_prev, q_cur))
+    x0 = data.q_pred
     value_grad = lambda x, idx: step_energy_grad(body, x, data.take(idx), hessian)  # noqa: E731
     retract = lambda x, idx, dx: integrate(body, x, dx)  # noqa: E731
     if optimizer == "lm":

@@ -78,6 +78,7 @@ class Body:
     """A validated tree of links with the index maps the engine needs.
 
     Attributes: links, nq, nv, L (link count), q_start / v_start (per link), dof_link (nv,), parent (L,),
+    armature (nv,) per-DOF rotor inertia from the joints,
     levels (links grouped by depth), subtree (L, L) with subtree[a, i] = 1 if i is a or a descendant of a,
     hess_weight (nv, nv) used to assemble symmetric generalised Hessians, vel_carrier (nv, nv).
     """
@@ -189,6 +190,7 @@ class Body:
         self.quat_q = np.array(quat_q, int).reshape(-1, 4)
         self.quat_v = np.array(quat_v, int).reshape(-1, 3)
         self.mass = np.array([lk.mass for lk in self.links])
+        self.armature = np.concatenate([np.full(lk.joint.nv, float(lk.joint.armature)) for lk in self.links])
         self.first_moment = np.stack([lk.first_moment for lk in self.links])
         self.second_moment = np.stack([lk.second_moment for lk in self.links])
         self.place_R = np.stack([lk.placement[0] for lk in self.links])
@@ -213,6 +215,11 @@ class Body:
     def q0(self) -> np.ndarray:
         """Neutral configuration (nq,)."""
         return np.concatenate([lk.joint.neutral() for lk in self.links])
+
+    @property
+    def has_armature(self) -> bool:
+        """Whether any DOF carries a rotor inertia (``Joint.armature``)."""
+        return bool(np.any(self.armature > 0))
 
     @property
     def total_mass(self) -> float:
@@ -244,7 +251,7 @@ class Body:
         outer = lambda a: a[:, :, None] * a[:, None, :]  # noqa: E731
         return {
             # mass moments and placements
-            "mass": self.mass, "c": self.first_moment, "S": self.second_moment,
+            "mass": self.mass, "armature": self.armature, "c": self.first_moment, "S": self.second_moment,
             "place_R": self.place_R, "place_t": self.place_t, "place_T": self.place_T,
             "eye3": np.eye(3), "eye4": np.eye(4),
             # joint axes (with the Rodrigues factors of the hinge rotations)

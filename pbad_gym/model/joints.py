@@ -27,13 +27,16 @@ def _unit(v, what):
 class Joint:
     """A joint: ``type`` in JOINT_DIMS, ``axis`` (unit, joint frame) for hinge/slide/universal, ``axis2`` for the
     universal's second hinge (expressed in the frame after the first rotation), optional ``range`` (lo, hi) per
-    DOF for limits [rad or m] and ``damping`` [N m s/rad]."""
+    DOF for limits [rad or m], ``damping`` [N m s/rad] and ``armature`` [kg m² (rotational DOF) or kg (slide and
+    free-joint translation)]: a rotor inertia added to every DOF of the joint (MJCF's ``armature``), i.e. to the
+    diagonal of the joint-space mass matrix."""
 
     type: str = "hinge"
     axis: np.ndarray | None = None
     axis2: np.ndarray | None = None
     range: tuple | None = None
     damping: float = 0.0
+    armature: float = 0.0
 
     def __post_init__(self):
         if self.type not in JOINT_DIMS:
@@ -46,8 +49,10 @@ class Joint:
             self.axis2 = _unit((0.0, 1.0, 0.0) if self.axis2 is None else self.axis2, "joint axis2")
             if abs(self.axis @ self.axis2) > 1 - 1e-9:
                 raise ValueError("universal joint axes must not be parallel")
-        if self.damping < 0:
-            raise ValueError("joint damping must be non-negative")
+        if not self.damping >= 0:
+            raise ValueError(f"joint damping must be non-negative, got {self.damping!r}")
+        if not (np.isfinite(self.armature) and self.armature >= 0):
+            raise ValueError(f"joint armature must be a finite non-negative number, got {self.armature!r}")
         if self.range is not None:
             lo, hi = np.broadcast_arrays(*[np.asarray(x, float) for x in self.range])
             if self.type in ("ball", "free"):

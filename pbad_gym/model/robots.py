@@ -60,7 +60,7 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
            shin_length: float = 0.4 * np.sqrt(2.0), leg_radius: float = 0.08, density: float = 1000.0,
            knee_bend: float = np.deg2rad(60.0), hip_yaw_range: float = np.deg2rad(30.0),
            hip_pitch_range: tuple = (np.deg2rad(-5.0), np.deg2rad(40.0)),
-           knee_range: tuple = (np.deg2rad(-15.0), np.deg2rad(30.0))) -> Body:
+           knee_range: tuple = (np.deg2rad(-15.0), np.deg2rad(30.0)), armature: float = 0.0) -> Body:
     """A spider: a spherical torso on a free joint and four legs, each a thigh on a 2-DOF hip (universal joint:
     yaw about the vertical axis, then pitch about the horizontal axis across the leg) and a shin on a 1-DOF knee
     (hinge, pitch): 6 + 4·3 = 18 DOF, 12 actuated.
@@ -69,8 +69,9 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
     0.28 m out from the centre (the Ant's fixed "aux" capsules belong to the torso here), thighs 0.28 m, shins
     0.57 m, capsule radius 0.08 m, density 1000 kg/m³. At q = 0 the thighs are horizontal and the shins point
     down by ``knee_bend``; positive hip pitch and knee angles bend the leg down. Joint ranges (rad) are for the
-    limit penalty that, as the Ant's joint limits do, lets the unactuated robot stand. Contact spheres: the
-    torso, the hips, the knees and the feet (13 in all).
+    limit penalty that, as the Ant's joint limits do, lets the unactuated robot stand. ``armature`` [kg m²]: rotor
+    inertia of every hip and knee DOF (Ant-v5: 1 at density 5). Contact spheres: the torso, the hips, the knees
+    and the feet (13 in all).
     """
     for name, val in (("torso_radius", torso_radius), ("hip_offset", hip_offset), ("thigh_length", thigh_length),
                       ("shin_length", shin_length), ("leg_radius", leg_radius), ("density", density)):
@@ -89,12 +90,12 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
     for a, name in zip(angles, names):
         thigh = len(links)
         u = np.array([np.cos(a), np.sin(a), 0.0])
-        hip = Joint("universal", axis=(0.0, 0.0, 1.0), axis2=(0.0, 1.0, 0.0),
+        hip = Joint("universal", axis=(0.0, 0.0, 1.0), axis2=(0.0, 1.0, 0.0), armature=armature,
                     range=((-hip_yaw_range, hip_pitch_range[0]), (hip_yaw_range, hip_pitch_range[1])))
         links.append(Link(f"{name}_thigh", parent=0, joint=hip, placement=(_rot_z(a), hip_offset * u),
                           shapes=[Capsule.fromto(np.zeros(3), (thigh_length, 0.0, 0.0), leg_radius, density)],
                           contact_spheres=[(np.array([thigh_length, 0.0, 0.0]), leg_radius)]))
-        knee = Joint("hinge", axis=(0.0, 1.0, 0.0), range=tuple(knee_range))
+        knee = Joint("hinge", axis=(0.0, 1.0, 0.0), range=tuple(knee_range), armature=armature)
         links.append(Link(f"{name}_shin", parent=thigh, joint=knee,
                           placement=(_rot_y(knee_bend), np.array([thigh_length, 0.0, 0.0])),
                           shapes=[Capsule.fromto(np.zeros(3), (shin_length, 0.0, 0.0), leg_radius, density)],
