@@ -116,9 +116,11 @@ class PPOConfig:
     """clip scaled rewards to ±clip_reward"""
     eval_episodes: int = 0
     """deterministic evaluation episodes after each iteration (0: none)"""
+    torch_threads: int = 1
+    """torch intra-op threads (1: the environments use the other cores)"""
 
     def __post_init__(self):
-        _check_positive(self, ["total_timesteps", "num_steps", "num_minibatches", "update_epochs"])
+        _check_positive(self, ["total_timesteps", "num_steps", "num_minibatches", "update_epochs", "torch_threads"])
         _check_positive(self, ["learning_rate", "clip_coef", "max_grad_norm", "target_kl", "clip_obs",
                                "clip_reward"], integer=False)
         for name in ("gamma", "gae_lambda"):

@@ -1,0 +1,344 @@
+"""Proximal policy optimisation (PPO) on a Gymnasium vector env, in PyTorch.
+
+CleanRL's ``ppo_continuous_action.py`` is the reference (one loop, named batch quantities, its diagnostics), with
+three differences:
+
+- **Bootstrapping at truncation.** An episode cut by a time limit or by ``info["diverged"]`` did not end in the
+  task, so its last step's target is r + γ·V(final observation) (only ``terminated`` zeroes the bootstrap); see
+  :func:`compute_gae`.
+- **NEXT_STEP autoreset** (Gymnasium 1.x): the step after an episode ended only resets that sub-environment
+  (reward 0, action ignored). The observation it starts from is the episode's final observation, so its value is
+  the bootstrap of the truncated step, and the transition itself is masked out of the training batch.
+- **Resumable bit for bit.** The environments are reset at every checkpoint boundary (iterations that are
+  multiples of ``checkpoint_every``) with a seed drawn from (run seed, iteration); a checkpoint holds everything
+  else (networks, Adam, observation and return statistics, torch and NumPy RNG states, counters), so a run killed
+  between checkpoints and resumed writes the same metrics as an uninterrupted one. An episode still running at a
+  boundary is cut there: its transitions train (bootstrapped like any rollout end) but it is not counted as an
+  episode in the metrics.
+
+Observations are normalised by running statistics and rewards scaled by the running std of the discounted return
+(as Gymnasium's NormalizeObservation / NormalizeReward), both clipped. Actions are sampled from N(μ(o), σ),
+clipped to the action space for the environment, and the unclipped sample is what the log-probability scores.
+
+metrics.csv, one row per iteration: ``return_*`` / ``distance_*`` are over the episodes that ended during that
+iteration's rollout (return: the sum of the environment's raw rewards; distance: ``info["x_position"]`` at the
+episode's last step minus after its first step, blank when the env reports no x_position); when none ended, the
+previous iteration's values are carried. ``episodes`` counts the episodes that ended, ``terminated`` /
+``diverged`` how many of them ended so. The CleanRL diagnostics follow (value_loss, policy_loss, entropy,
+approx_kl, clipfrac, explained_variance) and ``sps`` (environment steps per second of the iteration).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
+from .stats import RunningStats
+from .vecenv import make_vec_env
+
+METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
+           "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_terminated", "learning_rate",
+           "value_loss", "policy_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "sps"]
+EPISODE_METRICS = ("return_best", "return_mean", "distance_best", "distance_mean")
+PLOT_EVERY = 20  # iterations between learning-curve redraws (a redraw costs about a second)
+
+
+def compute_gae(rewards, values, next_value, terminated, ended, gamma, gae_lambda):
+    """Generalised advantage estimates and value targets of a rollout, with bootstrapping at truncation.
+
+    rewards, values, terminated, ended: (T, N) — step t's reward, V(o_t), whether step t terminated the episode,
+    whether it ended it (terminated or truncated); next_value: (N,) V(o_T). The observation after step t is
+    o_{t+1} (under NEXT_STEP autoreset also when step t ended the episode: o_{t+1} is then its final observation),
+    so δ_t = r_t + γ·V(o_{t+1})·(1 − terminated_t) − V(o_t): a truncated step keeps γ·V(final observation), and
+    A_t = δ_t + γλ·(1 − ended_t)·A_{t+1} stops at every episode end. Returns (advantages, returns), (T, N)
+    float64.
+    """
+    rewards, values = np.asarray(rewards, np.float64), np.asarray(values, np.float64)
+    not_term = 1.0 - np.asarray(terminated, np.float64)
+    not_ended = 1.0 - np.asarray(ended, np.float64)
+    T = len(rewards)
+    adv = np.zeros_like(values)
+    last = np.zeros_like(values[0])
+    for t in reversed(range(T)):
+        next_v = np.asarray(next_value, np.float64) if t == T - 1 else values[t + 1]
+        delta = rewards[t] + gamma * next_v * not_term[t] - values[t]
+        last = delta + gamma * gae_lambda * not_ended[t] * last
+        adv[t] = last
+    return adv, adv + values
+
+
+class PPOPolicy:
+    """Deterministic PPO policy in NumPy (no torch needed): the actor's mean action on normalised observations.
+
+    ``act(obs (n, obs_dim)) -> (n, act_dim)`` clipped to the action bounds; ``reset(n)`` does nothing (no state).
+    """
+
+    def __init__(self, layers, obs_stats: RunningStats | None, clip_obs: float, low, high):
+        self.layers = [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in layers]
+        self.obs_stats, self.clip_obs = obs_stats, clip_obs
+        self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+    def reset(self, n: int) -> None:
+        pass
+
+    def act(self, obs) -> np.ndarray:
+        h = np.asarray(obs, np.float64)
+        if self.obs_stats is not None:
+            h = self.obs_stats.normalize(h, self.clip_obs)
+        for W, b in self.layers[:-1]:
+            h = np.tanh(h @ W.T + b)
+        W, b = self.layers[-1]
+        return np.clip(h @ W.T + b, self.low, self.high)
+
+    def to_dict(self) -> dict:
+        """Picklable description (``kind: "ppo"``), loaded back by :func:`load_best`."""
+        return {"kind": "ppo", "layers": self.layers, "clip_obs": self.clip_obs, "action_low": self.low,
+                "action_high": self.high,
+                "obs_stats": None if self.obs_stats is None else self.obs_stats.state_dict()}
+
+
+def load_best(obj: dict) -> PPOPolicy:
+    """The policy of a ``best_policy.pkl`` written by :func:`train` (a dict with ``kind == "ppo"``)."""
+    if obj.get("kind") != "ppo":
+        raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
+    stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
+    return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
+
+
+class EpisodeTracker:
+    """Per-sub-environment running return and forward position; collects the episodes that end."""
+
+    def __init__(self, n: int):
+        self.ret = np.zeros(n)
+        self.length = np.zeros(n, dtype=np.int64)
+        self.x_first = np.full(n, np.nan)
+        self.x_last = np.full(n, np.nan)
+        self.finished = []  # (return, distance, terminated, diverged)
+
+    def step(self, reward, terminated, ended, valid, info):
+        x = np.asarray(info["x_position"], np.float64) if "x_position" in info else np.full(len(reward), np.nan)
+        diverged = np.asarray(info.get("diverged", np.zeros(len(reward), bool)), bool)
+        self.ret += np.where(valid, reward, 0.0)
+        first = valid & (self.length == 0)
+        self.x_first = np.where(first, x, self.x_first)
+        self.x_last = np.where(valid, x, self.x_last)
+        self.length += valid
+        for i in np.flatnonzero(ended & valid):
+            self.finished.append((self.ret[i], self.x_last[i] - self.x_first[i], bool(terminated[i]),
+                                  bool(diverged[i])))
+            self.ret[i], self.length[i] = 0.0, 0
+
+    def pop(self):
+        done, self.finished = self.finished, []
+        return done
+
+
+def evaluate(policy, env_cfg, episodes: int, seed: int):
+    """Mean return, mean forward distance and terminated fraction of ``episodes`` deterministic episodes (one per
+    row of a fresh vector env reset with ``seed``)."""
+    env = make_vec_env(env_cfg, episodes)
+    try:
+        obs, _ = env.reset(seed=seed)
+        policy.reset(episodes)
+        tracker = EpisodeTracker(episodes)
+        done = np.zeros(episodes, bool)
+        results = [None] * episodes
+        while not done.all():
+            a = policy.act(obs).astype(env.single_action_space.dtype)
+            obs, reward, term, trunc, info = env.step(a)
+            ended = np.asarray(term | trunc)
+            before = len(tracker.finished)
+            tracker.step(np.asarray(reward, np.float64), term, ended, ~done, info)
+            for i, rec in zip(np.flatnonzero(ended & ~done), tracker.finished[before:]):
+                results[i] = rec
+            done |= ended
+        r = np.array([x[0] for x in results]), np.array([x[1] for x in results]), np.array([x[2] for x in results])
+        return float(r[0].mean()), float(r[1].mean()), float(r[2].mean())
+    finally:
+        env.close()
+
+
+def _iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
+    return int(np.random.SeedSequence([seed, iteration, stream]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def _fmt(x):
+    return "" if x is None or not np.isfinite(x) else float(x)
+
+
+def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
+    """Train a PPO policy on ``cfg.env`` with ``cfg.ppo``; writes metrics.csv, checkpoint.pkl, best_policy.pkl
+    (the deterministic policy of the iteration with the highest return_mean so far) and learning_curve.png into
+    ``run_dir``. ``resume``: continue from ``run_dir/checkpoint.pkl``. Returns the last metrics row (dict)."""
+    import torch
+    from tqdm import tqdm
+
+    from .ppo_net import ActorCritic, actor_arrays
+
+    p = cfg.ppo
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(p.torch_threads)
+    device = torch.device(cfg.device)
+    N, T = cfg.env.num_envs, p.num_steps
+    num_iterations = p.total_timesteps // (N * T)
+    if num_iterations < 1:
+        raise ValueError(f"ppo.total_timesteps ({p.total_timesteps}) must be at least env.num_envs × ppo.num_steps "
+                         f"({N * T})")
+    envs = make_vec_env(cfg.env, N)
+    space, obs_space = envs.single_action_space, envs.single_observation_space
+    if len(space.shape) != 1 or len(obs_space.shape) != 1 or space.dtype.kind != "f":
+        raise ValueError(f"PPO needs flat Box observation and action spaces; {cfg.env.id} has {obs_space} and {space}")
+    obs_dim, act_dim = obs_space.shape[0], space.shape[0]
+    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    model = ActorCritic(obs_dim, act_dim, p.hidden).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=p.learning_rate, eps=1e-5)
+    obs_rms, ret_rms = RunningStats(obs_dim), RunningStats(())
+    state = {"iteration": 0, "env_steps": 0, "wall_time": 0.0, "best_return": -np.inf,
+             "carried": dict.fromkeys(EPISODE_METRICS)}
+    log = MetricsLog(run_dir / "metrics.csv", METRICS)
+    if resume:
+        ckpt = load_pickle(run_dir / "checkpoint.pkl")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        obs_rms = RunningStats.from_state_dict(ckpt["obs_rms"])
+        ret_rms = RunningStats.from_state_dict(ckpt["ret_rms"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        np.random.set_state(ckpt["numpy_rng"])
+        state = ckpt["state"]
+    log.truncate_after(state["iteration"])
+
+    def policy_now():
+        return PPOPolicy(actor_arrays(model), obs_rms.copy() if p.norm_obs else None, p.clip_obs, low, high)
+
+    def observe(o, update):
+        if not p.norm_obs:
+            return np.asarray(o, np.float32)
+        if update:
+            obs_rms.update(o)
+        return obs_rms.normalize(np.asarray(o, np.float32), p.clip_obs)
+
+    buf_obs = np.zeros((T, N, obs_dim), np.float32)
+    buf_act = np.zeros((T, N, act_dim), np.float32)
+    buf_logp, buf_val, buf_rew = (np.zeros((T, N)) for _ in range(3))
+    buf_term, buf_ended, buf_valid = (np.zeros((T, N), bool) for _ in range(3))
+    row = {}
+    bar = tqdm(total=num_iterations, initial=state["iteration"], disable=not progress, desc="ppo", unit="it")
+    first = state["iteration"]
+    try:
+        for it in range(first, num_iterations):
+            t0 = time.perf_counter()
+            if it % cfg.checkpoint_every == 0 or it == first:
+                obs, _ = envs.reset(seed=_iteration_seed(cfg.seed, it))
+                tracker, disc_return, pending = EpisodeTracker(N), np.zeros(N), np.zeros(N, bool)
+            lr = p.learning_rate * (1.0 - it / num_iterations) if p.anneal_lr else p.learning_rate
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+            for t in range(T):
+                o = observe(obs, update=True)
+                with torch.no_grad():
+                    action, logp, _, value = model.action_and_value(torch.as_tensor(o, device=device))
+                a = action.cpu().numpy()
+                obs, reward, term, trunc, info = envs.step(np.clip(a, low, high).astype(space.dtype))
+                reward, term = np.asarray(reward, np.float64), np.asarray(term, bool)
+                ended, valid = term | np.asarray(trunc, bool), ~pending
+                tracker.step(reward, term, ended, valid, info)
+                if p.norm_reward:
+                    disc_return = np.where(valid, p.gamma * disc_return + reward, disc_return)
+                    ret_rms.update(disc_return[valid])
+                    reward = np.clip(reward / ret_rms.std, -p.clip_reward, p.clip_reward)
+                disc_return[ended] = 0.0
+                buf_obs[t], buf_act[t], buf_logp[t], buf_val[t] = o, a, logp.cpu().numpy(), value.cpu().numpy()
+                buf_rew[t], buf_term[t], buf_ended[t], buf_valid[t] = reward, term, ended, valid
+                pending = ended
+            with torch.no_grad():
+                next_value = model.value(torch.as_tensor(observe(obs, update=False), device=device)).cpu().numpy()
+            adv, ret = compute_gae(buf_rew, buf_val, next_value, buf_term, buf_ended, p.gamma, p.gae_lambda)
+
+            keep = buf_valid.reshape(-1)
+
+            def batch(x, dtype=torch.float32):
+                return torch.as_tensor(x.reshape((T * N,) + x.shape[2:])[keep], dtype=dtype, device=device)
+
+            b_obs, b_act, b_logp, b_adv, b_ret, b_val = (batch(x) for x in (buf_obs, buf_act, buf_logp, adv, ret,
+                                                                             buf_val))
+            n_batch = len(b_obs)
+            clipfracs = []
+            for _epoch in range(p.update_epochs):
+                for mb in torch.tensor_split(torch.randperm(n_batch), p.num_minibatches):
+                    if len(mb) < 2:
+                        continue
+                    _, newlogp, entropy, newvalue = model.action_and_value(b_obs[mb], b_act[mb])
+                    logratio = newlogp - b_logp[mb]
+                    ratio = logratio.exp()
+                    with torch.no_grad():
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > p.clip_coef).float().mean().item())
+                    mb_adv = b_adv[mb]
+                    if p.norm_adv:
+                        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                    pg_loss = torch.max(-mb_adv * ratio,
+                                        -mb_adv * torch.clamp(ratio, 1 - p.clip_coef, 1 + p.clip_coef)).mean()
+                    if p.clip_vloss:
+                        v_clipped = b_val[mb] + torch.clamp(newvalue - b_val[mb], -p.clip_coef, p.clip_coef)
+                        v_loss = 0.5 * torch.max((newvalue - b_ret[mb]) ** 2, (v_clipped - b_ret[mb]) ** 2).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_ret[mb]) ** 2).mean()
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - p.ent_coef * entropy_loss + p.vf_coef * v_loss
+                    optimizer.zero_grad()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
+                    optimizer.step()
+                if p.target_kl is not None and approx_kl > p.target_kl:
+                    break
+            y_pred, y_true = b_val.cpu().numpy(), b_ret.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            episodes = tracker.pop()
+            if episodes:
+                rets, dists = np.array([e[0] for e in episodes]), np.array([e[1] for e in episodes])
+                carried = {"return_best": rets.max(), "return_mean": rets.mean(),
+                           "distance_best": None if np.isnan(dists).all() else np.nanmax(dists),
+                           "distance_mean": None if np.isnan(dists).all() else np.nanmean(dists)}
+                state["carried"] = carried
+            ev = (None, None, None)
+            if p.eval_episodes > 0:
+                ev = evaluate(policy_now(), cfg.env, p.eval_episodes, _iteration_seed(cfg.seed, it, 1))
+            dt = time.perf_counter() - t0
+            state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + T * N
+            state["wall_time"] += dt
+            row = {"iteration": it + 1, "env_steps": state["env_steps"], "wall_time": round(state["wall_time"], 3),
+                   **{k: _fmt(v) for k, v in state["carried"].items()},
+                   "episodes": len(episodes), "terminated": sum(e[2] for e in episodes),
+                   "diverged": sum(e[3] for e in episodes), "eval_return": _fmt(ev[0]), "eval_distance": _fmt(ev[1]),
+                   "eval_terminated": _fmt(ev[2]), "learning_rate": lr, "value_loss": v_loss.item(),
+                   "policy_loss": pg_loss.item(), "entropy": entropy_loss.item(), "approx_kl": approx_kl.item(),
+                   "clipfrac": float(np.mean(clipfracs)), "explained_variance": _fmt(explained_var),
+                   "sps": round(T * N / dt, 1)}
+            log.append(row)
+            score = ev[0] if p.eval_episodes > 0 else (carried["return_mean"] if episodes else None)
+            if score is not None and score > state["best_return"]:
+                state["best_return"] = score
+                save_pickle(run_dir / "best_policy.pkl", {**policy_now().to_dict(), "env_id": cfg.env.id,
+                                                          "iteration": it + 1, "score": score})
+            if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == num_iterations:
+                save_pickle(run_dir / "checkpoint.pkl", {
+                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "obs_rms": obs_rms.state_dict(), "ret_rms": ret_rms.state_dict(),
+                    "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "state": state})
+            if (it + 1) % PLOT_EVERY == 0 or it + 1 == num_iterations:
+                plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png")
+            bar.update(1)
+            bar.set_postfix(ret=row["return_mean"], sps=row["sps"])
+    finally:
+        bar.close()
+        envs.close()
+    return row

@@ -1,0 +1,96 @@
+import csv
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from pbad_gym.agents import ppo, runio  # noqa: E402
+from pbad_gym.agents.config import config_from_dict  # noqa: E402
+
+
+def test_gae_bootstraps_truncation_not_termination():
+    gamma, lam = 0.9, 0.8
+    # 3 steps of one env: step 0 ordinary, step 1 truncated (time limit), step 2 the autoreset step
+    rewards = np.array([[1.0], [2.0], [0.0]])
+    values = np.array([[0.5], [0.7], [3.0]])  # values[2] = V(final observation of the truncated episode)
+    next_value = np.array([4.0])
+    ended = np.array([[False], [True], [False]])
+    adv, ret = ppo.compute_gae(rewards, values, next_value, np.zeros_like(ended), ended, gamma, lam)
+    a1 = 2.0 + gamma * 3.0 - 0.7  # truncated: keeps γ·V(final observation), no chaining past it
+    a0 = 1.0 + gamma * 0.7 - 0.5 + gamma * lam * a1
+    np.testing.assert_allclose(adv[:2, 0], [a0, a1])
+    np.testing.assert_allclose(ret, adv + values)
+    # the same step terminated: no bootstrap
+    adv_t, _ = ppo.compute_gae(rewards, values, next_value, ended, ended, gamma, lam)
+    np.testing.assert_allclose(adv_t[1, 0], 2.0 - 0.7)
+    # the rollout's last step bootstraps with next_value
+    np.testing.assert_allclose(adv[2, 0], 0.0 + gamma * 4.0 - 3.0)
+
+
+def _cfg(tmp_path, **ppo_over):
+    p = {"total_timesteps": 4 * 8 * 100, "num_steps": 100, "num_minibatches": 4, "update_epochs": 2,
+         "hidden": [16], **ppo_over}
+    return config_from_dict({"name": "t", "algo": "ppo", "seed": 3, "checkpoint_every": 2,
+                             "env": {"id": "Pendulum-v1", "num_envs": 8}, "ppo": p})
+
+
+def _rows(run_dir):
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return [{k: v for k, v in r.items() if k not in ("wall_time", "sps")} for r in csv.DictReader(f)]
+
+
+def test_same_seed_same_metrics_and_resume_after_kill(tmp_path, monkeypatch):
+    cfg = _cfg(tmp_path)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    ppo.train(cfg, a, progress=False)
+    ppo.train(cfg, b, progress=False)
+    rows = _rows(a)
+    assert len(rows) == 4 and rows == _rows(b)
+    assert all(r["value_loss"] and r["explained_variance"] for r in rows)
+    assert (a / "best_policy.pkl").exists() and (a / "learning_curve.png").exists()
+
+    # killed after iteration 3 (its row written, the last checkpoint after iteration 2), then resumed
+    real_append = runio.MetricsLog.append
+
+    def dying_append(self, row):
+        real_append(self, row)
+        if row["iteration"] == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(runio.MetricsLog, "append", dying_append)
+    with pytest.raises(KeyboardInterrupt):
+        ppo.train(cfg, c, progress=False)
+    monkeypatch.setattr(runio.MetricsLog, "append", real_append)
+    assert len(_rows(c)) == 3
+    ppo.train(cfg, c, resume=True, progress=False)
+    assert _rows(c) == rows
+
+
+def test_best_policy_loads_and_acts(tmp_path):
+    from pbad_gym.agents.runio import load_pickle
+
+    cfg = _cfg(tmp_path, total_timesteps=2 * 8 * 100)
+    ppo.train(cfg, tmp_path, progress=False)
+    obj = load_pickle(tmp_path / "best_policy.pkl")
+    pol = ppo.load_best(obj)
+    pol.reset(5)
+    a = pol.act(np.random.default_rng(0).normal(size=(5, 3)))
+    assert a.shape == (5, 1) and np.all(np.abs(a) <= 2.0)
+    with pytest.raises(ValueError, match="kind"):
+        ppo.load_best({"kind": "linear"})
+
+
+def test_too_few_timesteps_names_the_fields(tmp_path):
+    with pytest.raises(ValueError, match="total_timesteps"):
+        ppo.train(_cfg(tmp_path, total_timesteps=100), tmp_path, progress=False)
+
+
+def test_ppo_improves_pendulum(tmp_path):
+    # Gymnasium's own Box env through make_vec (sync): the trainer uses only the public API
+    cfg = config_from_dict({"name": "pend", "algo": "ppo", "seed": 0, "env": {"id": "Pendulum-v1", "num_envs": 8},
+                            "ppo": {"total_timesteps": 24 * 8 * 200, "num_steps": 200, "gamma": 0.9,
+                                    "learning_rate": 1e-3, "num_minibatches": 8, "update_epochs": 10}})
+    ppo.train(cfg, tmp_path, progress=False)
+    ret = [float(r["return_mean"]) for r in _rows(tmp_path)]
+    assert np.mean(ret[-4:]) > np.mean(ret[:4]) + 250, ret
