@@ -1,0 +1,146 @@
+"""CMA-ES trainer on pycma's ask/tell interface (the searcher) over :func:`rollout.evaluate` (the evaluator).
+
+Each iteration asks pycma for ``popsize`` parameter vectors, evaluates them as the rows of one vector env (all
+candidates of an iteration share the same ``episodes_per_candidate`` reset seeds, drawn from the run seed and the
+iteration number), tells pycma the negated returns (pycma minimises) with an explicit worst fitness for diverged
+candidates (pycma would substitute the median for NaN), and then merges the observations seen into the running
+normalisation statistics (as OpenAI-ES / ARS do: fixed statistics within an iteration).
+
+Run folder: metrics.csv (one row per iteration), checkpoint.pkl (``es.pickle_dumps()``, NumPy's global RNG state —
+pycma samples from it —, the reset-seed base, the observation statistics, iteration, best so far, counters;
+written atomically), best_policy.pkl (the best candidate so far with the statistics it was evaluated with),
+learning_curve.png. pycma writes no files: ``verb_log=0`` and no signals file.
+"""
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .config import TrainConfig
+from .policies import FlatPolicy, PolicySpec
+from .rollout import action_bounds, env_dt, evaluate, make_vec_env
+from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
+from .stats import RunningStats
+
+PLOT_EVERY = 10  # iterations between learning-curve redraws (a redraw costs about as much as a short iteration)
+FIELDS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
+          "return_best_so_far", "sigma", "diverged", "sps"]
+
+
+def penalised_fitness(returns, diverged) -> np.ndarray:
+    """pycma fitness (to minimise) of candidates with ``returns`` (C,) and ``diverged`` (C,) bool: −return, and
+    for diverged candidates an explicit worst value, 1 + the fitness spread above the worst non-diverged one
+    (0 when every candidate diverged), so a diverged candidate ranks below every other."""
+    fitness = -np.asarray(returns, dtype=np.float64)
+    diverged = np.asarray(diverged, dtype=bool) | ~np.isfinite(fitness)
+    ok = fitness[~diverged]
+    worst = float(ok.max() + 1.0 + (ok.max() - ok.min())) if ok.size else 0.0
+    return np.where(diverged, worst, fitness)
+
+
+def _new_es(n_params, cfg: TrainConfig):
+    import cma
+
+    opts = {"popsize": cfg.cmaes.popsize, "seed": cfg.seed + 1,  # pycma treats seed 0 as "seed from the clock"
+            "verb_log": 0, "verb_disp": 0, "verbose": -9, "signals_filename": "",
+            "maxiter": np.inf, "tolfun": 0, "tolx": 0, "tolflatfitness": np.inf, "tolfunhist": 0,
+            "tolstagnation": np.inf}
+    return cma.CMAEvolutionStrategy(np.zeros(n_params), cfg.cmaes.sigma0, opts)
+
+
+def _seed_base(seed: int) -> int:
+    return int(np.random.SeedSequence(seed).generate_state(1)[0] >> 1)
+
+
+def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True) -> dict:
+    """Run CMA-ES for ``cfg.cmaes.iterations`` iterations into ``run_dir`` (resuming from its checkpoint.pkl when
+    ``resume``); returns the last metrics row (dict). Same config and seed → identical metrics.csv apart from the
+    wall_time and sps columns, whether or not the run was interrupted and resumed."""
+    from tqdm.auto import tqdm
+
+    c = cfg.cmaes
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    P, E = c.popsize, c.episodes_per_candidate
+    kwargs = {"max_episode_steps": c.episode_steps, **cfg.env.kwargs}
+    envs = make_vec_env(cfg.env.id, P * E, **kwargs)
+    try:
+        low, high = action_bounds(envs)
+        spec = PolicySpec(kind=c.policy, obs_dim=int(np.prod(envs.single_observation_space.shape)),
+                          act_dim=len(low), hidden=tuple(c.hidden), frequency=c.frequency,
+                          dt=env_dt(envs) if c.policy == "oscillator" else 1.0)
+        log = MetricsLog(run_dir / "metrics.csv", FIELDS)
+        ckpt_path = run_dir / "checkpoint.pkl"
+        if resume and ckpt_path.exists():
+            ck = load_pickle(ckpt_path)
+            es = pickle.loads(ck["es"])
+            np.random.set_state(ck["np_random"])
+            stats = RunningStats.from_state_dict(ck["obs_stats"])
+            start, seed_base, best = ck["iteration"] + 1, ck["seed_base"], ck["best"]
+            env_steps, wall = ck["env_steps"], ck["wall_time"]
+            log.truncate_after(ck["iteration"])
+        else:
+            log.truncate_after(-1)
+            np.random.seed(cfg.seed)
+            es = _new_es(spec.n_params, cfg)
+            stats = RunningStats(spec.obs_dim)
+            start, seed_base, best = 0, _seed_base(cfg.seed), {"return": -np.inf}
+            env_steps, wall = 0, 0.0
+        bar = tqdm(total=c.iterations, initial=start, disable=not progress, desc=cfg.name, unit="it")
+        for it in range(start, c.iterations):
+            t0 = time.perf_counter()
+            X = np.asarray(es.ask())
+            used_stats = stats.copy() if c.norm_obs else None
+            policy = FlatPolicy(spec, np.repeat(X, E, axis=0), used_stats, c.clip_obs, low, high,
+                                envs.single_action_space.dtype)
+            seeds = [seed_base + it * E + e for _ in range(P) for e in range(E)]
+            res = evaluate(envs, policy, E, c.episode_steps, seeds)
+            es.tell(list(X), penalised_fitness(res.returns, res.diverged).tolist())
+            stats.merge(res.obs_stats)
+            ok = np.nonzero(~res.diverged)[0]
+            i_best = ok[np.argmax(res.returns[ok])] if ok.size else None
+            if i_best is not None and res.returns[i_best] > best["return"]:
+                best = {"return": float(res.returns[i_best]), "iteration": it,
+                        "policy": FlatPolicy(spec, X[i_best], used_stats, c.clip_obs, low, high,
+                                             envs.single_action_space.dtype).to_dict()}
+                save_pickle(run_dir / "best_policy.pkl", {**best["policy"], "return": best["return"],
+                                                         "iteration": it})
+            dt_it = time.perf_counter() - t0
+            env_steps += res.env_steps
+            wall += dt_it
+            row = {"iteration": it, "env_steps": env_steps, "wall_time": round(wall, 3),
+                   "return_best": _num(res.returns[i_best]) if i_best is not None else "",
+                   "return_mean": _num(np.mean(res.returns)),
+                   "distance_best": _num(res.distances[i_best]) if i_best is not None else "",
+                   "distance_mean": _num(np.mean(res.distances)), "return_best_so_far": _num(best["return"]),
+                   "sigma": _num(es.sigma), "diverged": int(res.diverged.sum()),
+                   "sps": round(res.env_steps / max(dt_it, 1e-9), 1)}
+            log.append(row)
+            if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == c.iterations:
+                save_pickle(ckpt_path, {"es": es.pickle_dumps(), "np_random": np.random.get_state(),
+                                        "seed_base": seed_base, "obs_stats": stats.state_dict(), "iteration": it,
+                                        "best": best, "env_steps": env_steps, "wall_time": wall})
+            if (it + 1) % PLOT_EVERY == 0 or it + 1 == c.iterations:
+                plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png")
+            bar.set_postfix({"return": row["return_best"], "distance": row["distance_best"], "sps": row["sps"]})
+            bar.update(1)
+        bar.close()
+    finally:
+        envs.close()
+    rows = log.rows()
+    return {k: _parse(v) for k, v in rows[-1].items()} if rows else {}
+
+
+def _parse(text):
+    try:
+        return int(text)
+    except ValueError:
+        return float(text) if text else None
+
+
+def _num(x) -> float:
+    """A float rounded to 10 significant digits for the CSV (NaN stays NaN)."""
+    return float(f"{float(x):.10g}")

@@ -1,0 +1,148 @@
+"""Deterministic policies given by flat parameter vectors, batched over rows (one parameter vector per row).
+
+Kinds (a :class:`PolicySpec` fixes the layout of the flat vector θ, all entries 0 at the start of a search):
+- ``linear``: u = tanh(W·ô + b), W (act_dim, obs_dim) row-major then b (act_dim,);
+- ``mlp``: tanh layers of sizes ``hidden``, then a tanh output layer; per layer W (out, in) row-major then b;
+- ``oscillator``: open loop, u_j = clip(A_j·sin(2π f t + φ_j) + c_j, −1, 1) with θ = (A (act_dim), φ (act_dim),
+  c (act_dim), θ_f) and f = frequency·exp(θ_f) [Hz]; t [s] is the time since the row's episode started.
+ô is the observation normalised by the policy's :class:`RunningStats` (clipped to ±clip_obs), and the output
+u ∈ [−1, 1] is mapped affinely onto the action space's bounds (used as is where they are infinite).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .runio import load_pickle
+from .stats import RunningStats
+
+KINDS = ("linear", "mlp", "oscillator")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """Architecture of a flat-parameter policy: ``kind`` (one of KINDS), observation and action sizes, ``hidden``
+    layer sizes (mlp), oscillator base ``frequency`` [Hz] and the environment step ``dt`` [s]."""
+
+    kind: str
+    obs_dim: int
+    act_dim: int
+    hidden: tuple = ()
+    frequency: float = 0.5
+    dt: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"policy kind must be one of {list(KINDS)}, got {self.kind!r}")
+
+    @property
+    def layer_sizes(self) -> list[int]:
+        """Sizes [obs_dim, *hidden, act_dim] of the network kinds (linear: no hidden layer)."""
+        hidden = tuple(self.hidden) if self.kind == "mlp" else ()
+        return [self.obs_dim, *hidden, self.act_dim]
+
+    @property
+    def n_params(self) -> int:
+        if self.kind == "oscillator":
+            return 3 * self.act_dim + 1
+        sizes = self.layer_sizes
+        return sum(o * i + o for i, o in zip(sizes[:-1], sizes[1:]))
+
+
+def policy_outputs(spec: PolicySpec, theta, obs, t) -> np.ndarray:
+    """Outputs u (n, act_dim) in [−1, 1] of parameters theta (n, n_params) on normalised observations
+    obs (n, obs_dim) at episode times t (n,) [s]."""
+    theta = np.asarray(theta, dtype=np.float64)
+    if theta.ndim != 2 or theta.shape[1] != spec.n_params:
+        raise ValueError(f"theta must have shape (n, {spec.n_params}), got {theta.shape}")
+    if spec.kind == "oscillator":
+        m = spec.act_dim
+        amp, phase, offset, log_f = theta[:, :m], theta[:, m:2 * m], theta[:, 2 * m:3 * m], theta[:, 3 * m:]
+        freq = spec.frequency * np.exp(np.clip(log_f, -10.0, 10.0))
+        t = np.asarray(t, dtype=np.float64)[:, None]
+        return np.clip(amp * np.sin(2 * np.pi * freq * t + phase) + offset, -1.0, 1.0)
+    x = np.asarray(obs, dtype=np.float64)
+    k = 0
+    sizes = spec.layer_sizes
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        W = theta[:, k:k + n_out * n_in].reshape(-1, n_out, n_in)
+        b = theta[:, k + n_out * n_in:k + n_out * n_in + n_out]
+        k += n_out * n_in + n_out
+        x = np.tanh(np.einsum("noi,ni->no", W, x) + b)
+    return x
+
+
+class FlatPolicy:
+    """A batch of deterministic flat-parameter policies.
+
+    ``params``: (n_params,) shared by every row, or (n, n_params) one vector per row; ``obs_stats``: the
+    observation statistics (None: no normalisation); ``low`` / ``high``: the action bounds (act_dim,).
+    :meth:`reset` ``(n)`` starts n rows' episodes (oscillator time 0); :meth:`act` ``(obs (n, obs_dim))`` returns
+    actions (n, act_dim) in the bounds' dtype and advances each row's time by ``spec.dt``.
+    """
+
+    def __init__(self, spec: PolicySpec, params, obs_stats: RunningStats | None = None, clip_obs: float = 10.0,
+                 low=None, high=None, dtype=np.float32):
+        self.spec = spec
+        self.params = np.asarray(params, dtype=np.float64)
+        if self.params.shape[-1] != spec.n_params or self.params.ndim not in (1, 2):
+            raise ValueError(f"params must have shape ({spec.n_params},) or (n, {spec.n_params}), "
+                             f"got {self.params.shape}")
+        self.obs_stats, self.clip_obs = obs_stats, float(clip_obs)
+        inf = np.full(spec.act_dim, np.inf)
+        self.low = -inf if low is None else np.asarray(low, dtype=np.float64)
+        self.high = inf if high is None else np.asarray(high, dtype=np.float64)
+        self.dtype = dtype
+        self._steps = np.zeros(0, dtype=np.int64)
+
+    def reset(self, n: int) -> None:
+        self._steps = np.zeros(int(n), dtype=np.int64)
+
+    def act(self, obs) -> np.ndarray:
+        obs = np.asarray(obs)
+        n = obs.shape[0]
+        if self._steps.shape != (n,):
+            self.reset(n)
+        theta = np.broadcast_to(self.params, (n, self.spec.n_params))
+        if self.obs_stats is not None:
+            obs = self.obs_stats.normalize(obs, clip=self.clip_obs)
+        u = policy_outputs(self.spec, theta, obs, self._steps * self.spec.dt)
+        self._steps += 1
+        bounded = np.isfinite(self.low) & np.isfinite(self.high)
+        low = np.where(bounded, self.low, -1.0)  # unbounded components: the identity map of [-1, 1]
+        span = np.where(bounded, self.high - self.low, 2.0)
+        return (low + 0.5 * (u + 1.0) * span).astype(self.dtype)
+
+    def to_dict(self) -> dict:
+        """Plain picklable form (``kind`` is the policy kind), loaded back by :func:`load_policy`."""
+        return {"kind": self.spec.kind, "spec": asdict(self.spec), "params": self.params.copy(),
+                "obs_stats": None if self.obs_stats is None else self.obs_stats.state_dict(),
+                "clip_obs": self.clip_obs, "low": self.low.copy(), "high": self.high.copy(),
+                "dtype": np.dtype(self.dtype).str}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FlatPolicy":
+        spec = d["spec"]
+        spec = PolicySpec(**{**spec, "hidden": tuple(spec["hidden"])})
+        stats = None if d["obs_stats"] is None else RunningStats.from_state_dict(d["obs_stats"])
+        return cls(spec, d["params"], stats, d["clip_obs"], d["low"], d["high"], np.dtype(d["dtype"]))
+
+
+def load_policy(run_dir):
+    """The best policy of a run folder (``best_policy.pkl``), dispatched on its ``kind``: a :class:`FlatPolicy`
+    for linear / mlp / oscillator, ``agents.ppo.load_best`` for ppo. The result has ``reset(n)`` and
+    ``act(obs (n, obs_dim)) -> (n, act_dim)``."""
+    path = Path(run_dir) / "best_policy.pkl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist (no iteration of the run has finished yet?)")
+    obj = load_pickle(path)
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if kind == "ppo":
+        from .ppo import load_best
+
+        return load_best(obj)
+    if kind in KINDS:
+        return FlatPolicy.from_dict(obj)
+    raise ValueError(f"{path}: unknown policy kind {kind!r}; expected one of {list(KINDS) + ['ppo']}")

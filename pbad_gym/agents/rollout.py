@@ -1,0 +1,116 @@
+"""The evaluator: a population × episodes as the rows of ONE vector environment.
+
+Candidate i owns rows i·E … i·E + E − 1 (E episodes per candidate). Every row runs exactly one episode: it stops
+accumulating when its episode terminates or truncates (the vector env's NEXT_STEP autoreset restarts it on the
+next step; those steps are ignored) or after ``max_steps`` steps. Environments are made only through
+``gymnasium.make_vec``, so any registered Box-action environment works.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium
+import numpy as np
+
+from .stats import RunningStats
+
+
+def make_vec_env(env_id: str, num_envs: int, **kwargs) -> gymnasium.vector.VectorEnv:
+    """``gymnasium.make_vec(env_id, num_envs, ...)``: the id's native vector env when it registers a
+    ``vector_entry_point``, Gymnasium's ``SyncVectorEnv`` otherwise. ``kwargs`` go to the environment."""
+    try:
+        spec = gymnasium.spec(env_id)
+    except gymnasium.error.Error as exc:
+        raise ValueError(f"env.id {env_id!r} is not a registered Gymnasium id ({exc})") from None
+    mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
+    return gymnasium.make_vec(env_id, num_envs=int(num_envs), vectorization_mode=mode, **kwargs)
+
+
+def env_dt(envs) -> float:
+    """The control time step [s] of a vector env (its own ``dt``, or its sub-environments')."""
+    dt = getattr(envs.unwrapped, "dt", None)
+    if dt is None and hasattr(envs, "get_attr"):
+        try:
+            dt = envs.get_attr("dt")[0]
+        except AttributeError:
+            dt = None
+    if dt is None:
+        raise ValueError("the environment exposes no dt; time-based (oscillator) policies need one")
+    return float(dt)
+
+
+def action_bounds(envs):
+    """(low, high) of a vector env's single Box action space, each (act_dim,) float64."""
+    space = envs.single_action_space
+    if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
+        raise ValueError(f"the trainers need a 1-D Box action space, got {space}")
+    return np.asarray(space.low, dtype=np.float64), np.asarray(space.high, dtype=np.float64)
+
+
+def _info_array(info, key, n):
+    """(values (n,), present (n,) bool) of ``info[key]`` (Gymnasium's ``_key`` mask when there is one)."""
+    if key not in info:
+        return None, np.zeros(n, dtype=bool)
+    values = np.asarray(info[key]).reshape(n)
+    present = np.asarray(info.get("_" + key, np.ones(n, dtype=bool)), dtype=bool).reshape(n)
+    return values, present
+
+
+@dataclass
+class RolloutResult:
+    """Per-candidate results of :func:`evaluate` (C candidates, E episodes each).
+
+    returns (C,): mean episode return; distances (C,): mean forward distance [m] (``info["x_position"]`` at the
+    episode's end minus at its start; NaN when the environment reports no x_position); diverged (C,) bool: any of
+    the candidate's episodes ended with ``info["diverged"]``; env_steps: steps taken inside episodes; obs_stats:
+    statistics of the observations the policy acted on (merged into the running statistics by the caller);
+    row_returns / row_distances (C·E,): per episode.
+    """
+
+    returns: np.ndarray
+    distances: np.ndarray
+    diverged: np.ndarray
+    env_steps: int
+    obs_stats: RunningStats
+    row_returns: np.ndarray
+    row_distances: np.ndarray
+
+
+def evaluate(envs, policy, episodes_per_candidate: int, max_steps: int, seeds) -> RolloutResult:
+    """Run one episode in every row of ``envs`` under ``policy`` (``reset(n)``, ``act(obs (n, obs_dim))``),
+    rows grouped by candidate (``envs.num_envs`` must be a multiple of ``episodes_per_candidate``); ``seeds``:
+    the reset seed of each row (list of num_envs ints) or an int (row i gets seed + i)."""
+    n = envs.num_envs
+    E = int(episodes_per_candidate)
+    if n % E:
+        raise ValueError(f"num_envs ({n}) must be a multiple of episodes_per_candidate ({E})")
+    obs, info = envs.reset(seed=seeds)
+    policy.reset(n)
+    x_start, has_x = _info_array(info, "x_position", n)
+    x_last = None if x_start is None else x_start.astype(np.float64).copy()
+    stats = RunningStats(envs.single_observation_space.shape)
+    stats.update(obs)
+    active = np.ones(n, dtype=bool)
+    returns = np.zeros(n)
+    diverged = np.zeros(n, dtype=bool)
+    steps = 0
+    for _ in range(int(max_steps)):
+        obs, reward, terminated, truncated, info = envs.step(policy.act(obs))
+        returns += np.where(active, reward, 0.0)
+        steps += int(active.sum())
+        div, present = _info_array(info, "diverged", n)
+        row_div = active & present & div.astype(bool) if div is not None else np.zeros(n, dtype=bool)
+        diverged |= row_div
+        x, present = _info_array(info, "x_position", n)
+        if x is not None and x_last is not None:
+            # a diverged row reports its restored state's x as 0: keep the last finite step's
+            x_last = np.where(active & present & ~row_div, x, x_last)
+        active &= ~(np.asarray(terminated) | np.asarray(truncated))
+        if not active.any():
+            break
+        stats.update(obs[active])
+    distances = np.full(n, np.nan) if x_last is None else np.where(has_x, x_last - x_start, np.nan)
+    C = n // E
+    return RolloutResult(returns=returns.reshape(C, E).mean(1), distances=distances.reshape(C, E).mean(1),
+                         diverged=diverged.reshape(C, E).any(1), env_steps=steps, obs_stats=stats,
+                         row_returns=returns, row_distances=distances)
