@@ -120,7 +120,9 @@ def eval_main(argv=None) -> int:
 
     from .agents.config import load_config
     from .agents.policies import load_policy
-    from .agents.rollout import evaluate, make_vec_env
+    from .agents.cmaes import with_episode_steps
+    from .agents.rollout import evaluate
+    from .agents.vecenv import make_vec_env
 
     parser = argparse.ArgumentParser(prog="pbad-eval", description="Replay the best policy of a pbad-train run: "
                                      "mean return and forward distance over N episodes, optionally a GIF.")
@@ -143,8 +145,8 @@ def eval_main(argv=None) -> int:
         policy = load_policy(run_dir)
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    kwargs = {"max_episode_steps": steps, **cfg.env.kwargs}
-    envs = make_vec_env(cfg.env.id, args.episodes, **kwargs)
+    env_cfg = with_episode_steps(cfg.env, steps)
+    envs = make_vec_env(env_cfg, args.episodes)
     try:
         res = evaluate(envs, policy, 1, steps, args.seed)
     finally:
@@ -158,7 +160,7 @@ def eval_main(argv=None) -> int:
 
         from .envs.render import record_rollout
 
-        env = gymnasium.make(cfg.env.id, render_mode="rgb_array", **kwargs)
+        env = gymnasium.make(cfg.env.id, render_mode="rgb_array", **env_cfg.kwargs)
         policy.reset(1)
         record_rollout(env, args.gif, steps=steps, policy=lambda obs: policy.act(np.asarray(obs)[None])[0],
                        seed=args.seed, every=args.gif_every)

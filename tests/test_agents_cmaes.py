@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from pbad_gym.agents import cmaes
-from pbad_gym.agents.config import config_from_dict
+from pbad_gym.agents.config import EnvConfig, config_from_dict
 from pbad_gym.agents.policies import FlatPolicy, load_policy
-from pbad_gym.agents.rollout import evaluate, make_vec_env
+from pbad_gym.agents.rollout import evaluate
 from pbad_gym.agents.runio import load_pickle
+from pbad_gym.agents.vecenv import make_vec_env
 
 import test_agents_rollout  # noqa: F401  (registers the T1Test/* environments)
 
@@ -41,7 +42,7 @@ def test_diverging_env_never_yields_a_diverged_best(tmp_path):
     header = rows[0]
     assert sum(int(r[header.index("diverged")]) for r in rows[1:]) > 0
     policy = load_policy(tmp_path)
-    res = evaluate(make_vec_env("T1Test/Diverge-v0", 1), policy, 1, 30, seeds=0)
+    res = evaluate(make_vec_env(EnvConfig(id="T1Test/Diverge-v0"), 1), policy, 1, 30, seeds=0)
     assert not res.diverged.any()
     assert res.returns[0] > 30 * 1.2  # learnt to push towards the 0.5 limit without crossing it
 
@@ -58,7 +59,7 @@ def test_trains_pendulum_through_make_vec_and_leaves_no_files_in_cwd(tmp_path, m
     assert os.listdir(cwd) == []
     assert sorted(os.listdir(run)) == ["best_policy.pkl", "checkpoint.pkl", "learning_curve.png", "metrics.csv"]
     assert final["iteration"] == 29 and final["env_steps"] == 30 * 10 * 2 * 100
-    envs = make_vec_env("Pendulum-v1", 16, max_episode_steps=100)
+    envs = make_vec_env(EnvConfig(id="Pendulum-v1", kwargs={"max_episode_steps": 100}), 16)
     policy = load_policy(run)
     trained = evaluate(envs, policy, 1, 100, seeds=1000).row_returns.mean()
     untrained = evaluate(envs, FlatPolicy(policy.spec, np.zeros(policy.spec.n_params), None, 10.0, policy.low,

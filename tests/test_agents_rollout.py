@@ -5,7 +5,9 @@ import pytest
 from gymnasium import spaces
 
 from pbad_gym.agents.policies import FlatPolicy, PolicySpec, policy_outputs
-from pbad_gym.agents.rollout import evaluate, make_vec_env
+from pbad_gym.agents.config import EnvConfig
+from pbad_gym.agents.rollout import evaluate
+from pbad_gym.agents.vecenv import make_vec_env
 from pbad_gym.agents.stats import RunningStats
 
 
@@ -81,7 +83,7 @@ def test_oscillator_is_periodic_in_episode_time():
 
 
 def test_rows_run_one_episode_each_and_group_by_candidate():
-    envs = make_vec_env("T1Test/Countdown-v0", 6)
+    envs = make_vec_env(EnvConfig(id="T1Test/Countdown-v0"), 6)
     # candidate c (2 episodes each) acts with the constant c / 4
     params = np.repeat(np.array([[0, 0, 0.25 * c] for c in range(3)]), 2, axis=0)
     params[:, -1] = np.arctanh(params[:, -1])
@@ -94,7 +96,7 @@ def test_rows_run_one_episode_each_and_group_by_candidate():
 
 
 def test_diverged_rows_are_flagged_and_keep_their_last_position():
-    envs = make_vec_env("T1Test/Diverge-v0", 2)
+    envs = make_vec_env(EnvConfig(id="T1Test/Diverge-v0"), 2)
     params = np.zeros((2, 3))
     params[:, -1] = np.arctanh([0.2, 0.9])
     res = evaluate(envs, FlatPolicy(PolicySpec("linear", 2, 1), params), 1, max_steps=40, seeds=[3, 3])
@@ -104,7 +106,7 @@ def test_diverged_rows_are_flagged_and_keep_their_last_position():
 
 
 def test_native_vector_env_rows_match_make_vec_sync():
-    native = make_vec_env("pbad_gym/Swimmer-v0", 2, max_episode_steps=20)
+    native = make_vec_env(EnvConfig(id="pbad_gym/Swimmer-v0", kwargs={"max_episode_steps": 20}), 2)
     sync = gymnasium.make_vec("pbad_gym/Swimmer-v0", num_envs=2, vectorization_mode="sync", max_episode_steps=20)
     spec = PolicySpec("oscillator", 16, 3, dt=0.05)
     params = np.random.default_rng(1).normal(size=(2, spec.n_params))

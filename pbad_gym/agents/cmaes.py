@@ -13,6 +13,7 @@ learning_curve.png. pycma writes no files: ``verb_log=0`` and no signals file.
 """
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import time
 from pathlib import Path
@@ -21,9 +22,10 @@ import numpy as np
 
 from .config import TrainConfig
 from .policies import FlatPolicy, PolicySpec
-from .rollout import action_bounds, env_dt, evaluate, make_vec_env
+from .rollout import action_bounds, env_dt, evaluate
 from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
 from .stats import RunningStats
+from .vecenv import make_vec_env
 
 PLOT_EVERY = 10  # iterations between learning-curve redraws (a redraw costs about as much as a short iteration)
 FIELDS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
@@ -51,6 +53,11 @@ def _new_es(n_params, cfg: TrainConfig):
     return cma.CMAEvolutionStrategy(np.zeros(n_params), cfg.cmaes.sigma0, opts)
 
 
+def with_episode_steps(env_cfg, steps):
+    """``env_cfg`` whose environment's time limit is ``steps`` (unless its kwargs set max_episode_steps)."""
+    return dataclasses.replace(env_cfg, kwargs={"max_episode_steps": steps, **env_cfg.kwargs})
+
+
 def _seed_base(seed: int) -> int:
     return int(np.random.SeedSequence(seed).generate_state(1)[0] >> 1)
 
@@ -65,8 +72,7 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     P, E = c.popsize, c.episodes_per_candidate
-    kwargs = {"max_episode_steps": c.episode_steps, **cfg.env.kwargs}
-    envs = make_vec_env(cfg.env.id, P * E, **kwargs)
+    envs = make_vec_env(with_episode_steps(cfg.env, c.episode_steps), P * E)
     try:
         low, high = action_bounds(envs)
         spec = PolicySpec(kind=c.policy, obs_dim=int(np.prod(envs.single_observation_space.shape)),

@@ -2,8 +2,8 @@
 
 Candidate i owns rows i·E … i·E + E − 1 (E episodes per candidate). Every row runs exactly one episode: it stops
 accumulating when its episode terminates or truncates (the vector env's NEXT_STEP autoreset restarts it on the
-next step; those steps are ignored) or after ``max_steps`` steps. Environments are made only through
-``gymnasium.make_vec``, so any registered Box-action environment works.
+next step; those steps are ignored) or after ``max_steps`` steps. The vector env comes from
+``vecenv.make_vec_env`` (``gymnasium.make_vec``), so any registered Box-action environment works.
 """
 from __future__ import annotations
 
@@ -13,17 +13,6 @@ import gymnasium
 import numpy as np
 
 from .stats import RunningStats
-
-
-def make_vec_env(env_id: str, num_envs: int, **kwargs) -> gymnasium.vector.VectorEnv:
-    """``gymnasium.make_vec(env_id, num_envs, ...)``: the id's native vector env when it registers a
-    ``vector_entry_point``, Gymnasium's ``SyncVectorEnv`` otherwise. ``kwargs`` go to the environment."""
-    try:
-        spec = gymnasium.spec(env_id)
-    except gymnasium.error.Error as exc:
-        raise ValueError(f"env.id {env_id!r} is not a registered Gymnasium id ({exc})") from None
-    mode = "vector_entry_point" if spec.vector_entry_point is not None else "sync"
-    return gymnasium.make_vec(env_id, num_envs=int(num_envs), vectorization_mode=mode, **kwargs)
 
 
 def env_dt(envs) -> float:
