@@ -7,9 +7,11 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 import pbad_gym  # noqa: F401  (registers the environments)
-from pbad_gym.envs import SpiderEnv, SpiderVectorEnv, SwimmerEnv, SwimmerVectorEnv
+from pbad_gym.envs import (SpiderEnv, SpiderV1Env, SpiderV1VectorEnv, SpiderVectorEnv, SwimmerEnv, SwimmerV1Env,
+                           SwimmerV1VectorEnv, SwimmerVectorEnv)
 
 IDS = ["pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0"]
+V1_IDS = ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"]
 
 
 def _actions(env, n, seed=0):
@@ -17,7 +19,7 @@ def _actions(env, n, seed=0):
     return rng.uniform(-1, 1, (n,) + env.action_space.shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("env_id", IDS + V1_IDS)
 def test_check_env_without_warnings(env_id):
     env = gym.make(env_id)
     with warnings.catch_warnings():
@@ -26,7 +28,7 @@ def test_check_env_without_warnings(env_id):
     assert env.spec.max_episode_steps == 1000
 
 
-@pytest.mark.parametrize("env_id, extra", [(IDS[0], {}), (IDS[1], {}),
+@pytest.mark.parametrize("env_id, extra", [(IDS[0], {}), (IDS[1], {}), (V1_IDS[0], {}), (V1_IDS[1], {}),
                                            (IDS[1], {"contact_model": "impulse"}), (IDS[0], {"order": 3})])
 def test_native_and_sync_vectorisation_agree(env_id, extra):
     kw = dict(num_envs=3, max_episode_steps=7, **extra)
@@ -192,7 +194,7 @@ def test_float32_simulation():
     assert env.sim.dtype == np.float32 and o.dtype == np.float32 and np.all(np.isfinite(o))
 
 
-@pytest.mark.parametrize("cls", [SwimmerVectorEnv, SpiderVectorEnv])
+@pytest.mark.parametrize("cls", [SwimmerVectorEnv, SpiderVectorEnv, SwimmerV1VectorEnv, SpiderV1VectorEnv])
 def test_reward_equals_sum_of_terms(cls):
     env = cls(num_envs=3)
     env.reset(seed=0)
@@ -205,15 +207,17 @@ def test_reward_equals_sum_of_terms(cls):
     assert np.all(info["reward_ctrl"] < 0)
 
 
-def test_gymnasium_vector_wrappers_work_on_native_env():
-    env = gym.make_vec("pbad_gym/Swimmer-v0", num_envs=4, max_episode_steps=5)
+@pytest.mark.parametrize("env_id, kw", [(IDS[0], {}), (V1_IDS[0], {}),
+                                        (V1_IDS[1], {"terminate_when_unhealthy": False})])
+def test_gymnasium_vector_wrappers_work_on_native_env(env_id, kw):
+    env = gym.make_vec(env_id, num_envs=4, max_episode_steps=5, **kw)
     env = gym.wrappers.vector.ClipAction(env)
     env = gym.wrappers.vector.NormalizeObservation(env)
     env = gym.wrappers.vector.RecordEpisodeStatistics(env)
     env.reset(seed=0)
     episodes = 0
     for _ in range(11):
-        _, _, _, _, info = env.step(3 * np.ones((4, 3), np.float32))
+        _, _, _, _, info = env.step(3 * np.ones(env.action_space.shape, np.float32))
         if "episode" in info:
             episodes += int(info["_episode"].sum())
             np.testing.assert_array_equal(info["episode"]["l"][info["_episode"]], 5)
@@ -319,7 +323,7 @@ def test_spider_contact_forces_in_observation():
     assert np.all(np.delete(f[:, 2], feet) == 0)
 
 
-@pytest.mark.parametrize("cls", [SwimmerEnv, SpiderEnv])
+@pytest.mark.parametrize("cls", [SwimmerEnv, SpiderEnv, SwimmerV1Env, SpiderV1Env])
 def test_rgb_array_render_and_gif(cls, tmp_path):
     from PIL import Image
 

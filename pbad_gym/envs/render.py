@@ -70,8 +70,10 @@ def primitives(body, R, t):
 
 
 def render_scene(prims, target, width=320, height=240, ground=True, distance=4.0, elevation=0.45, azimuth=-1.9,
-                 fov=50.0):
-    """RGB image (height, width, 3) uint8 of capsule primitives seen from a camera aimed at ``target``."""
+                 fov=50.0, ground_z=0.0):
+    """RGB image (height, width, 3) uint8 of capsule primitives seen from a camera aimed at ``target``; with
+    ``ground`` a checkered plane with 1 m grid lines at height ``ground_z`` [m] (the floor of walkers, a sea bed
+    that makes a swimmer's progress visible)."""
     target = np.asarray(target, float)
     eye = target + distance * np.array([np.cos(elevation) * np.cos(azimuth), np.cos(elevation) * np.sin(azimuth),
                                         np.sin(elevation)])
@@ -91,7 +93,7 @@ def render_scene(prims, target, width=320, height=240, ground=True, distance=4.0
     depth = np.full(n_rays, np.inf)
     if ground:
         with np.errstate(divide="ignore", invalid="ignore"):
-            tg = np.where(rd[:, 2] < -1e-6, -eye[2] / rd[:, 2], np.inf)
+            tg = np.where(rd[:, 2] < -1e-6, (ground_z - eye[2]) / rd[:, 2], np.inf)
         hit = np.isfinite(tg)
         p = eye + tg[hit, None] * rd[hit]
         checker = (np.floor(p[:, 0]) + np.floor(p[:, 1])) % 2
@@ -102,7 +104,8 @@ def render_scene(prims, target, width=320, height=240, ground=True, distance=4.0
         shadow = np.zeros(len(p), dtype=bool)
         if prims:  # only ground points under the bodies' shadow footprint can be shadowed
             ends = np.array([e for pa, pb, _, _ in prims for e in (pa, pb)])
-            reach = max(r for _, _, r, _ in prims) + np.max(np.maximum(ends[:, 2], 0)) * np.hypot(*LIGHT[:2]) / LIGHT[2]
+            lift = np.max(np.maximum(ends[:, 2] - ground_z, 0))
+            reach = max(r for _, _, r, _ in prims) + lift * np.hypot(*LIGHT[:2]) / LIGHT[2]
             lo, hi = ends[:, :2].min(0) - reach, ends[:, :2].max(0) + reach
             near = np.nonzero(np.all((p[:, :2] >= lo) & (p[:, :2] <= hi), axis=1))[0]
             pn = p[near] + 1e-4 * LIGHT
@@ -129,6 +132,11 @@ def render_scene(prims, target, width=320, height=240, ground=True, distance=4.0
     return (np.clip(img, 0, 1).reshape(height, width, 3) * 255).astype(np.uint8)
 
 
+def with_render_fps(metadata, dt):
+    """A copy of an env's ``metadata`` with ``render_fps`` = 1/Δt (``dt`` [s]): one frame per env step."""
+    return {**metadata, "render_fps": max(1, int(round(1.0 / dt)))}
+
+
 def render_frames(vec_env, indices):
     """Frames of the sub-environments ``indices`` of a native vector env (camera on each one's centre of mass)."""
     body = vec_env.body
@@ -136,15 +144,19 @@ def render_frames(vec_env, indices):
     kin = forward_kinematics(body, q)
     R, t = to_numpy(kin.R), to_numpy(kin.t)
     com = vec_env.centre_of_mass(kin)
-    ground = "feet" in getattr(body, "meta", {})
+    meta = getattr(body, "meta", {})
+    walker = "feet" in meta
+    seabed = meta.get("seabed_depth")  # swimmers: a grid below the body so that forward motion shows
     frames = []
     for k in range(len(indices)):
         target = com[k].copy()
-        if ground:
+        if walker:
             target[2] = 0.5 * target[2]
+        ground_z = 0.0 if walker or seabed is None else com[k, 2] - seabed
         frames.append(render_scene(primitives(body, R[k], t[k]), target, vec_env.render_width,
-                                   vec_env.render_height, ground=ground, distance=3.5 if ground else 4.5,
-                                   elevation=0.4 if ground else 0.9))
+                                   vec_env.render_height, ground=walker or seabed is not None,
+                                   distance=3.5 if walker else 4.5, elevation=0.4 if walker else 0.9,
+                                   ground_z=ground_z))
     return frames
 
 

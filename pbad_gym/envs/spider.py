@@ -8,6 +8,7 @@ from ..energies.contact import sphere_centres
 from ..kinematics import integrate
 from ..model.robots import spider
 from .base import PBADEnv, PBADVectorEnv
+from .render import with_render_fps
 
 
 class SpiderVectorEnv(PBADVectorEnv):
@@ -51,7 +52,8 @@ class SpiderVectorEnv(PBADVectorEnv):
     healthy_reward=1.0, terminate_when_unhealthy=True, healthy_z_range=(0.2, 1.0), healthy_up_min=0.0,
     contact_force_range=(-1.0, 1.0), reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
     include_contact_forces_in_observation=False, gear=150.0 [N m], contact_stiffness=5e4 [N/m],
-    friction="viscous" | "coulomb", friction_damping=1000.0 [N s/m], mu=1.0 (Coulomb and impulse friction), limit_stiffness=1e4 [N m/rad],
+    friction="viscous" | "coulomb", friction_damping=1000.0 [N s/m], mu=1.0 (Coulomb and impulse friction),
+    slip_velocity=0.01 [m/s] (Coulomb smoothing: sticking below it), limit_stiffness=1e4 [N m/rad],
     joint_damping=1.0 [N m s/rad], init_height=None, dt=0.02 [s], order=2, optimizer="lm", max_iter=50,
     tol=1e-7 [rad], contact_model="penalty" | "impulse" (velocity-level LCP, when the Simulator has it),
     lcp_method="pgs" | "amgs" | "block_pgs", lcp_iterations=50, lcp_tol=1e-6 [N s] (impulse only), device="cpu", dtype=np.float64,
@@ -67,8 +69,8 @@ class SpiderVectorEnv(PBADVectorEnv):
                  healthy_z_range=(0.2, 1.0), healthy_up_min=0.0, contact_force_range=(-1.0, 1.0),
                  reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
                  include_contact_forces_in_observation=False, gear=150.0, contact_stiffness=5e4,
-                 friction="viscous", friction_damping=1000.0, mu=1.0, limit_stiffness=1e4, joint_damping=1.0,
-                 init_height=None, dt=0.02, **kwargs):
+                 friction="viscous", friction_damping=1000.0, mu=1.0, slip_velocity=0.01, limit_stiffness=1e4,
+                 joint_damping=1.0, init_height=None, dt=0.02, **kwargs):
         self.forward_reward_weight = float(forward_reward_weight)
         self.ctrl_cost_weight = float(ctrl_cost_weight)
         self.contact_cost_weight = float(contact_cost_weight)
@@ -90,7 +92,7 @@ class SpiderVectorEnv(PBADVectorEnv):
         self.include_contact = bool(include_contact_forces_in_observation)
         self.gear_value = gear
         self.contact = dict(stiffness=float(contact_stiffness), friction=friction, damping=float(friction_damping),
-                            mu=float(mu), slip_velocity=0.01)
+                            mu=float(mu), slip_velocity=float(slip_velocity))
         self.limit_stiffness, self.joint_damping = float(limit_stiffness), float(joint_damping)
         self.init_height = init_height
         self.n_spheres = 13
@@ -103,6 +105,7 @@ class SpiderVectorEnv(PBADVectorEnv):
 
     def _build_body(self):
         return spider()
+
 
     def _sim_options(self):
         damping = np.zeros(self.body.nv)
@@ -189,3 +192,89 @@ class SpiderEnv(PBADEnv):
     __doc__ = "Single-environment form of :class:`SpiderVectorEnv` (same arguments, no num_envs).\n\n" + (
         SpiderVectorEnv.__doc__ or "")
     vector_cls = SpiderVectorEnv
+
+
+class SpiderV1VectorEnv(SpiderVectorEnv):
+    """## Description
+    Spider-v1: the Spider of v0 (same geometry: spherical torso of radius 0.25 m on a free joint, four legs of a
+    thigh on a 2-DOF hip and a shin on a 1-DOF knee, 18 DOF, 12 actuators, 13 contact spheres) with Ant-v5's
+    dynamics: density 5 kg/m³ (0.91 kg in all, as Ant-v5), 150 N m gears, joint armature 1 kg m² and joint
+    damping 1 N m s/rad on every hip and knee DOF, smoothed Coulomb friction (μ = 1) on the feet, and the stiffest
+    contact that keeps LM cheap while the feet stay within 25 % of their radius under random actions. The goal is
+    to walk along +x. Physics: PBAD order 2 at ``dt``.
+
+    ## Action space
+    Box(-1, 1, (12,), float32): per leg (front-left, back-left, back-right, front-right) hip yaw, hip pitch and
+    knee torques, scaled by ``gear`` [N m] (clipped).
+
+    ## Observation space
+    Box(-f32max, f32max, (74,), float32) — torso height z (1), torso orientation quaternion (w, x, y, z) (4),
+    joint angles (12) [rad], torso linear velocity (3, world) [m/s], torso angular velocity (3, body frame)
+    [rad/s], joint velocities (12) [rad/s], then (as Ant-v5's cfrc_ext, on by default) the ground force on each
+    of the 13 contact spheres (13 x 3, world frame [N], clipped to ``contact_force_range``).
+    ``exclude_current_positions_from_observation=False`` prepends torso x, y (76);
+    ``include_contact_forces_in_observation=False`` drops the forces (35).
+
+    ## Rewards
+    As Ant-v5: reward = healthy_reward + forward_reward − ctrl_cost − contact_cost with forward_reward =
+    forward_reward_weight · ẋ_torso, ctrl_cost = ctrl_cost_weight · ‖a‖², contact_cost = contact_cost_weight ·
+    ‖clip(contact forces, contact_force_range)‖², healthy_reward paid while healthy.
+    info: reward_survive, reward_forward, reward_ctrl, reward_contact (signed as they enter the sum),
+    x_position, y_position, z_position, distance_from_origin, x_velocity, y_velocity (torso), iterations,
+    converged, diverged, action_sanitised.
+
+    ## Starting state
+    Torso ``init_height`` above the ground (default: 0.1 m above the straight-leg standing height), joints at 0,
+    every coordinate perturbed by U(−s, s) (rotations as a rotation vector), velocities by s·N(0, 1),
+    s = ``reset_noise_scale``; the spider drops and settles on its feet.
+
+    ## Episode end
+    Termination when unhealthy (if ``terminate_when_unhealthy``): torso height outside ``healthy_z_range``
+    (Ant-v5's (0.2, 1.0) m: the Spider stands at the Ant's resting height, 0.38 m) or the torso flipped (up axis'
+    z component below ``healthy_up_min``). Truncation after ``max_episode_steps`` (1000) or with
+    ``info["diverged"]``.
+
+    ## Arguments
+    num_envs=1, max_episode_steps=1000, density=5.0 [kg/m³], armature=1.0 [kg m²], joint_damping=1.0
+    [N m s/rad], gear=150.0 [N m], friction="coulomb" | "viscous" | "none", mu=1.0, slip_velocity=0.01 [m/s],
+    friction_damping=1000.0 [N s/m] (viscous only), contact_stiffness=2e3 [N/m], limit_stiffness=1e3 [N m/rad],
+    forward_reward_weight=1.0, ctrl_cost_weight=0.5, contact_cost_weight=5e-4, healthy_reward=1.0,
+    terminate_when_unhealthy=True, healthy_z_range=(0.2, 1.0) [m], healthy_up_min=0.0,
+    contact_force_range=(-1.0, 1.0) [N], reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
+    include_contact_forces_in_observation=True, init_height=None [m], dt=0.05 [s], order=2, optimizer="lm",
+    max_iter=50, tol=1e-7 [rad], contact_model="penalty" | "impulse", lcp_method="pgs" | "amgs" | "block_pgs",
+    lcp_iterations=50, lcp_tol=1e-6 [N s], device="cpu", dtype=np.float64, render_mode=None | "rgb_array",
+    nonfinite_action="raise" | "zero", max_unconverged_steps=10, render_width=320, render_height=240,
+    render_num_envs=4.
+
+    ## Version history
+    v1: Ant-v5's dynamics, not only its geometry — density 1000 -> 5 kg/m³ (182 kg -> 0.91 kg), joint armature
+    1 kg m² (new), smoothed Coulomb friction instead of viscous by default, contact stiffness 5e4 -> 2e3 N/m and
+    limit stiffness 1e4 -> 1e3 N m/rad (scaled to the lighter body), Δt 0.02 -> 0.05 s (Ant-v5's), contact forces
+    in the observation by default (Ant-v5's cfrc_ext).
+    v0: first version (universal hips, hinge knees, penalty contact, viscous friction).
+    """
+
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, density=5.0, armature=1.0, joint_damping=1.0,
+                 gear=150.0, friction="coulomb", mu=1.0, slip_velocity=0.01, contact_stiffness=2e3,
+                 limit_stiffness=1e3, include_contact_forces_in_observation=True, dt=0.05, **kwargs):
+        if not (np.isfinite(density) and density > 0):
+            raise ValueError(f"density must be a positive number of kg/m³, got {density!r}")
+        if not (np.isfinite(armature) and armature >= 0):
+            raise ValueError(f"armature must be a non-negative number of kg m², got {armature!r}")
+        self.density, self.armature = float(density), float(armature)
+        super().__init__(num_envs, max_episode_steps, joint_damping=joint_damping, gear=gear, friction=friction,
+                         mu=mu, slip_velocity=slip_velocity, contact_stiffness=contact_stiffness,
+                         limit_stiffness=limit_stiffness,
+                         include_contact_forces_in_observation=include_contact_forces_in_observation, dt=dt,
+                         **kwargs)
+        self.metadata = with_render_fps(self.metadata, self.dt)
+
+    def _build_body(self):
+        return spider(density=self.density, armature=self.armature)
+
+
+class SpiderV1Env(PBADEnv):
+    __doc__ = "Single-environment form of :class:`SpiderV1VectorEnv` (same arguments, no num_envs).\n\n" + (
+        SpiderV1VectorEnv.__doc__ or "")
+    vector_cls = SpiderV1VectorEnv

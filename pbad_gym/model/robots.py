@@ -52,6 +52,7 @@ def swimmer(n_links: int = 4, link_length: float = 1.0, radius: float = 0.1, den
         "actuated": np.arange(6, body.nv),
         "segments": [(i, np.zeros(3), np.array([-link_length, 0.0, 0.0]), radius) for i in range(int(n_links))],
         "spheres": [],
+        "seabed_depth": 1.0,  # [m] below the centre of mass: where the renderer draws its grid
     }
     return body
 
