@@ -45,7 +45,7 @@ for _id, _kw in (("T1Test/Countdown-v0", {}), ("T1Test/Diverge-v0", {"length": 3
 def test_parameter_counts_and_zero_policy():
     assert PolicySpec("linear", 16, 3).n_params == 3 * 16 + 3
     assert PolicySpec("mlp", 16, 3, hidden=(8,)).n_params == 8 * 16 + 8 + 3 * 8 + 3
-    assert PolicySpec("oscillator", 16, 3).n_params == 10
+    assert PolicySpec("oscillator", 16, 3).n_params == 7
     for spec in (PolicySpec("linear", 4, 2), PolicySpec("mlp", 4, 2, (5, 3)), PolicySpec("oscillator", 4, 2)):
         u = policy_outputs(spec, np.zeros((3, spec.n_params)), np.ones((3, 4)), np.arange(3.0))
         assert u.shape == (3, 2) and np.all(u == 0)
@@ -72,12 +72,12 @@ def test_linear_policy_matches_formula_and_action_bounds():
 
 def test_oscillator_is_periodic_in_episode_time():
     spec = PolicySpec("oscillator", 2, 2, frequency=0.5, dt=0.1)
-    theta = np.array([0.8, 0.5, 0.0, 1.0, 0.1, -0.1, 0.0])  # period 2 s = 20 steps
+    theta = np.array([0.8, 1.5, 0.0, 1.0, 0.0])  # period 2 s = 20 steps
     pol = FlatPolicy(spec, theta)
     pol.reset(1)
     a = np.concatenate([pol.act(np.zeros((1, 2))) for _ in range(41)])
     np.testing.assert_allclose(a[0], a[20], atol=1e-6)
-    np.testing.assert_allclose(a[5, 0], 0.9, atol=1e-6)  # 0.8·sin(π/2) + 0.1
+    np.testing.assert_allclose(a[5], [0.8, np.clip(1.5 * np.sin(np.pi / 2 + 1.0), -1, 1)], atol=1e-6)
     pol.reset(1)
     np.testing.assert_allclose(pol.act(np.zeros((1, 2)))[0], a[0])
 

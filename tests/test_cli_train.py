@@ -62,3 +62,15 @@ def test_eval_of_a_folder_without_a_run_is_a_clear_error(tmp_path, capsys):
 def test_shipped_configs_load(path):
     cfg = load_config(path)
     assert cfg.name == path.stem
+
+
+def test_fig5_quick_runs_every_case(tmp_path):
+    pytest.importorskip("torch")
+    spider = tmp_path / "spider.yaml"
+    spider.write_text("name: spider_ppo\nalgo: ppo\nenv: {id: pbad_gym/Spider-v1, num_envs: 2}\n")
+    assert bench_main(["fig5", "--quick", "--spider-config", str(spider), "--out", str(tmp_path)]) == 0
+    lines = (tmp_path / "fig5" / "fig5.csv").read_text().splitlines()
+    engines = {tuple(line.split(",")[:2]) for line in lines[1:]}
+    assert {("swimmer", "pbad"), ("spider", "pbad")} <= engines
+    assert (tmp_path / "fig5" / "fig5.png").stat().st_size > 0
+    assert (tmp_path / "fig5" / "runs" / "swimmer_cmaes" / "best_policy.pkl").exists()

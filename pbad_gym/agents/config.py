@@ -43,7 +43,7 @@ class EnvConfig:
 class CMAESConfig:
     policy: Literal["linear", "mlp", "oscillator"] = "linear"
     """linear: tanh(W·ô + b) on normalised observations; mlp: tanh layers of sizes ``hidden``; oscillator:
-    open-loop a_j = A_j·sin(2π f t + φ_j) + c_j per actuator (one learned frequency f)"""
+    open-loop a_j = A_j·sin(2π f t + φ_j) per actuator (one learned frequency f)"""
     hidden: tuple = (32,)
     """hidden layer sizes of the mlp policy"""
     popsize: int = 20

@@ -3,8 +3,9 @@
 Kinds (a :class:`PolicySpec` fixes the layout of the flat vector θ, all entries 0 at the start of a search):
 - ``linear``: u = tanh(W·ô + b), W (act_dim, obs_dim) row-major then b (act_dim,);
 - ``mlp``: tanh layers of sizes ``hidden``, then a tanh output layer; per layer W (out, in) row-major then b;
-- ``oscillator``: open loop, u_j = clip(A_j·sin(2π f t + φ_j) + c_j, −1, 1) with θ = (A (act_dim), φ (act_dim),
-  c (act_dim), θ_f) and f = frequency·exp(θ_f) [Hz]; t [s] is the time since the row's episode started.
+- ``oscillator``: open loop, u_j = clip(A_j·sin(2π f t + φ_j), −1, 1) with θ = (A (act_dim), φ (act_dim), θ_f)
+  and f = frequency·exp(θ_f) [Hz]; t [s] is the time since the row's episode started. No offsets: a constant
+  bend makes a swimmer circle, and random offsets of a search's first iterations mostly do that.
 ô is the observation normalised by the policy's :class:`RunningStats` (clipped to ±clip_obs), and the output
 u ∈ [−1, 1] is mapped affinely onto the action space's bounds (used as is where they are infinite).
 """
@@ -46,7 +47,7 @@ class PolicySpec:
     @property
     def n_params(self) -> int:
         if self.kind == "oscillator":
-            return 3 * self.act_dim + 1
+            return 2 * self.act_dim + 1
         sizes = self.layer_sizes
         return sum(o * i + o for i, o in zip(sizes[:-1], sizes[1:]))
 
@@ -59,10 +60,10 @@ def policy_outputs(spec: PolicySpec, theta, obs, t) -> np.ndarray:
         raise ValueError(f"theta must have shape (n, {spec.n_params}), got {theta.shape}")
     if spec.kind == "oscillator":
         m = spec.act_dim
-        amp, phase, offset, log_f = theta[:, :m], theta[:, m:2 * m], theta[:, 2 * m:3 * m], theta[:, 3 * m:]
+        amp, phase, log_f = theta[:, :m], theta[:, m:2 * m], theta[:, 2 * m:]
         freq = spec.frequency * np.exp(np.clip(log_f, -10.0, 10.0))
         t = np.asarray(t, dtype=np.float64)[:, None]
-        return np.clip(amp * np.sin(2 * np.pi * freq * t + phase) + offset, -1.0, 1.0)
+        return np.clip(amp * np.sin(2 * np.pi * freq * t + phase), -1.0, 1.0)
     x = np.asarray(obs, dtype=np.float64)
     k = 0
     sizes = spec.layer_sizes

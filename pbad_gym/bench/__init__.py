@@ -9,4 +9,6 @@ BENCHMARKS = {
     "reorder": "pbad_gym.bench.reorder",
     "amgs": "pbad_gym.bench.amgs",
     "throughput": "pbad_gym.bench.throughput",
+    "search": "pbad_gym.bench.search",
+    "fig5": "pbad_gym.bench.fig5",
 }

@@ -1,0 +1,154 @@
+"""PBAD paper Figure 5: controller optimisation on the simulator.
+
+(a) the Swimmer optimised by CMA-ES at the paper's setting (population 20, 1000 steps at Δt = 0.05 s,
+100 iterations; the paper: 12 s per iteration on a GPU) and (b) the Spider optimised by policy gradients (PPO;
+the paper: 100 iterations of 27 s each), both through the project's trainers (``configs/swimmer_cmaes.yaml`` and
+``configs/spider_ppo.yaml`` by default, scaled by ``--fraction``). When the ``mujoco`` extra is installed the same
+trainers run on Gymnasium's MuJoCo Swimmer-v5 / Ant-v5 with the same population (CMA-ES) or sub-environments (PPO)
+and the same simulated time per episode (episode steps scaled by the Δt ratio), side by side.
+
+Writes results/fig5/fig5.csv (one row per run: time per iteration, final returns and distances), fig5.png
+(learning curves) and every run folder under results/fig5/runs/.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+
+from .common import machine, out_dir, print_table, stamp, write_csv
+
+PAPER_SECONDS_PER_ITERATION = {"swimmer": 12.0, "spider": 27.0}
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+MUJOCO_TWIN = {"Swimmer": ("Swimmer-v5", 0.04), "Spider": ("Ant-v5", 0.05)}  # id, dt [s]
+
+
+def add_arguments(p):
+    p.add_argument("--quick", action="store_true", help="a tiny run of every case (smoke test)")
+    p.add_argument("--fraction", type=float, default=1.0,
+                   help="fraction of the paper's iterations / of the PPO config's timesteps (default 1)")
+    p.add_argument("--swimmer-config", default=str(CONFIGS / "swimmer_cmaes.yaml"), help="CMA-ES swimmer config")
+    p.add_argument("--spider-config", default=str(CONFIGS / "spider_ppo.yaml"), help="PPO spider config")
+    p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo twins even if installed")
+    p.add_argument("--no-spider", action="store_true", help="run the swimmer cases only")
+
+
+def _scaled(cfg, args):
+    """The config at ``--fraction`` of its length (or the --quick size)."""
+    if cfg.algo == "cmaes":
+        c = cfg.cmaes
+        c = (dataclasses.replace(c, popsize=4, iterations=2, episode_steps=20) if args.quick
+             else dataclasses.replace(c, iterations=max(1, round(c.iterations * args.fraction))))
+        return dataclasses.replace(cfg, cmaes=c)
+    p = cfg.ppo
+    n = cfg.env.num_envs
+    if args.quick:
+        env = dataclasses.replace(cfg.env, num_envs=2)
+        p = dataclasses.replace(p, num_steps=16, total_timesteps=2 * 16 * 2, num_minibatches=2, update_epochs=1)
+        return dataclasses.replace(cfg, env=env, ppo=p, checkpoint_every=1)
+    batch = n * p.num_steps
+    return dataclasses.replace(cfg, ppo=dataclasses.replace(
+        p, total_timesteps=max(batch, int(p.total_timesteps * args.fraction) // batch * batch)))
+
+
+def _mujoco_twin(cfg, pbad_dt):
+    """The same training on the MuJoCo twin of ``cfg.env.id`` with the same simulated time per episode."""
+    family = "Swimmer" if "Swimmer" in cfg.env.id else "Spider"
+    twin_id, twin_dt = MUJOCO_TWIN[family]
+    if cfg.algo == "cmaes":
+        steps = max(1, round(cfg.cmaes.episode_steps * pbad_dt / twin_dt))
+        return dataclasses.replace(cfg, name=cfg.name + "_mujoco",
+                                   env=dataclasses.replace(cfg.env, id=twin_id, kwargs={}),
+                                   cmaes=dataclasses.replace(cfg.cmaes, episode_steps=steps))
+    steps = max(1, round(1000 * pbad_dt / twin_dt))
+    return dataclasses.replace(cfg, name=cfg.name + "_mujoco",
+                               env=dataclasses.replace(cfg.env, id=twin_id, kwargs={"max_episode_steps": steps}))
+
+
+def _env_dt(env_id, kwargs):
+    import gymnasium
+
+    env = gymnasium.make(env_id, **kwargs)
+    dt = float(env.unwrapped.dt)
+    env.close()
+    return dt
+
+
+def _train(cfg, runs):
+    import csv
+
+    from ..agents.config import dump_config
+    from ..agents.runio import atomic_write_bytes
+
+    run_dir = runs / cfg.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(run_dir / "config.yaml", dump_config(cfg).encode())
+    trainer = importlib.import_module(f"pbad_gym.agents.{cfg.algo}")
+    final = trainer.train(cfg, run_dir, progress=False)
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return run_dir, final, rows
+
+
+def run(args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..agents.config import load_config
+    from .throughput import mujoco_available
+
+    if not 0 < args.fraction <= 1:
+        raise SystemExit(f"--fraction must be in (0, 1], got {args.fraction}")
+    d = out_dir(args.out, "fig5")
+    runs = d / "runs"
+    cases = [("swimmer", load_config(args.swimmer_config))]
+    if not args.no_spider:
+        cases.append(("spider", load_config(args.spider_config)))
+    mujoco = not args.no_mujoco and mujoco_available()
+    table, curves = [], []
+    for task, cfg in cases:
+        cfg = _scaled(cfg, args)
+        variants = [("pbad", cfg)]
+        if mujoco:
+            variants.append(("mujoco", _mujoco_twin(cfg, _env_dt(cfg.env.id, cfg.env.kwargs))))
+        for engine, c in variants:
+            print(f"fig5: {task} / {engine}: {c.algo} on {c.env.id} ...", flush=True)
+            run_dir, final, rows = _train(c, runs)
+            iterations = len(rows)
+            wall = float(rows[-1]["wall_time"])
+            table.append([task, engine, c.env.id, c.algo, iterations, int(final["env_steps"]), wall,
+                          wall / iterations, PAPER_SECONDS_PER_ITERATION[task], _f(final.get("return_best")),
+                          _f(final.get("return_mean")), _f(final.get("distance_best")),
+                          _f(final.get("distance_mean")), str(run_dir)])
+            curves.append((task, engine, c.algo, rows))
+    header = ["task", "engine", "env", "algo", "iterations", "env_steps", "wall_s", "s_per_iteration",
+              "paper_s_per_iteration", "return_best", "return_mean", "distance_best", "distance_mean", "run_dir"]
+    write_csv(d / "fig5.csv", table, header)
+    print_table([r[:-1] for r in table], header[:-1],
+                title=f"PBAD Figure 5 — controller optimisation ({machine()}, {stamp()})")
+
+    tasks = [t for t, _ in cases]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for t, engine, algo, rows in curves:
+            if t != task:
+                continue
+            y = "return_best" if algo == "cmaes" else "return_mean"
+            pts = [(int(r["iteration"]), float(r[y])) for r in rows if r.get(y) not in (None, "")]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{engine} ({algo}, {y})")
+        ax.set_title(f"({'ab'[tasks.index(task)]}) {task}")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("episode return")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(d / "fig5.png", dpi=110)
+    plt.close(fig)
+    print(f"\nwrote {d / 'fig5.csv'}, {d / 'fig5.png'} and the run folders under {runs}")
+    return 0
+
+
+def _f(x):
+    return float("nan") if x in (None, "") else float(x)
