@@ -76,7 +76,8 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
     try:
         low, high = action_bounds(envs)
         spec = PolicySpec(kind=c.policy, obs_dim=int(np.prod(envs.single_observation_space.shape)),
-                          act_dim=len(low), hidden=tuple(c.hidden), frequency=c.frequency,
+                          act_dim=len(low), hidden=tuple(c.hidden) if c.policy == "mlp" else (),
+                          frequency=c.frequency,
                           dt=env_dt(envs) if c.policy == "oscillator" else 1.0)
         log = MetricsLog(run_dir / "metrics.csv", FIELDS)
         ckpt_path = run_dir / "checkpoint.pkl"
