@@ -70,9 +70,12 @@ def test_same_seed_same_metrics_and_resume_after_kill(tmp_path, monkeypatch):
 def test_best_policy_loads_and_acts(tmp_path):
     from pbad_gym.agents.runio import load_pickle
 
-    cfg = _cfg(tmp_path, total_timesteps=2 * 8 * 100)
+    cfg = _cfg(tmp_path, total_timesteps=2 * 8 * 100, eval_episodes=2)
     ppo.train(cfg, tmp_path, progress=False)
+    rows = _rows(tmp_path)
+    assert all(float(r["eval_return"]) < 0 and r["eval_distance"] == "" for r in rows)  # Pendulum: no x_position
     obj = load_pickle(tmp_path / "best_policy.pkl")
+    assert obj["score"] == max(float(r["eval_return"]) for r in rows)
     pol = ppo.load_best(obj)
     pol.reset(5)
     a = pol.act(np.random.default_rng(0).normal(size=(5, 3)))
@@ -94,3 +97,25 @@ def test_ppo_improves_pendulum(tmp_path):
     ppo.train(cfg, tmp_path, progress=False)
     ret = [float(r["return_mean"]) for r in _rows(tmp_path)]
     assert np.mean(ret[-4:]) > np.mean(ret[:4]) + 250, ret
+
+
+def test_episode_tracker_masks_reset_steps_and_measures_distance():
+    from pbad_gym.agents.episodes import EpisodeTracker
+
+    tr = EpisodeTracker(2)
+    info = lambda x, div=(False, False): {"x_position": np.array(x), "diverged": np.array(div)}  # noqa: E731
+    f, t = np.array([False, False]), np.array([True, False])
+    tr.step(np.array([1.0, 1.0]), f, f, ~f, info([0.1, 5.0]))
+    tr.step(np.array([2.0, 1.0]), f, t, ~f, info([0.6, 5.5]))       # row 0 truncated
+    tr.step(np.array([0.0, 1.0]), f, f, ~t, info([0.0, 9.0], (False, True)))  # row 0 reset step; row 1 diverged
+    eps = tr.pop()
+    assert len(eps) == 1 and eps[0].ret == 3.0 and eps[0].length == 2 and not eps[0].terminated
+    np.testing.assert_allclose(eps[0].distance, 0.5)
+    tr.step(np.array([1.0, 0.0]), f, np.array([False, True]), ~f, info([0.2, 0.0], (False, True)))
+    (e1,) = tr.pop()
+    assert e1.diverged and e1.length == 4 and e1.ret == 3.0
+    np.testing.assert_allclose(e1.distance, 0.5)  # the diverged steps' positions are not used
+    tr.step(np.array([1.0, 0.0]), t, t, np.array([True, False]), info([0.5, 0.0]))
+    (e0,) = tr.pop()
+    assert e0.terminated and e0.length == 2 and e0.ret == 2.0
+    np.testing.assert_allclose(e0.distance, 0.3)

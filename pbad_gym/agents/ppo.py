@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .episodes import EpisodeTracker, evaluate_policy
 from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
 from .stats import RunningStats
 from .vecenv import make_vec_env
@@ -105,59 +106,6 @@ def load_best(obj: dict) -> PPOPolicy:
         raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
     stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
     return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
-
-
-class EpisodeTracker:
-    """Per-sub-environment running return and forward position; collects the episodes that end."""
-
-    def __init__(self, n: int):
-        self.ret = np.zeros(n)
-        self.length = np.zeros(n, dtype=np.int64)
-        self.x_first = np.full(n, np.nan)
-        self.x_last = np.full(n, np.nan)
-        self.finished = []  # (return, distance, terminated, diverged)
-
-    def step(self, reward, terminated, ended, valid, info):
-        x = np.asarray(info["x_position"], np.float64) if "x_position" in info else np.full(len(reward), np.nan)
-        diverged = np.asarray(info.get("diverged", np.zeros(len(reward), bool)), bool)
-        self.ret += np.where(valid, reward, 0.0)
-        first = valid & (self.length == 0)
-        self.x_first = np.where(first, x, self.x_first)
-        self.x_last = np.where(valid, x, self.x_last)
-        self.length += valid
-        for i in np.flatnonzero(ended & valid):
-            self.finished.append((self.ret[i], self.x_last[i] - self.x_first[i], bool(terminated[i]),
-                                  bool(diverged[i])))
-            self.ret[i], self.length[i] = 0.0, 0
-
-    def pop(self):
-        done, self.finished = self.finished, []
-        return done
-
-
-def evaluate(policy, env_cfg, episodes: int, seed: int):
-    """Mean return, mean forward distance and terminated fraction of ``episodes`` deterministic episodes (one per
-    row of a fresh vector env reset with ``seed``)."""
-    env = make_vec_env(env_cfg, episodes)
-    try:
-        obs, _ = env.reset(seed=seed)
-        policy.reset(episodes)
-        tracker = EpisodeTracker(episodes)
-        done = np.zeros(episodes, bool)
-        results = [None] * episodes
-        while not done.all():
-            a = policy.act(obs).astype(env.single_action_space.dtype)
-            obs, reward, term, trunc, info = env.step(a)
-            ended = np.asarray(term | trunc)
-            before = len(tracker.finished)
-            tracker.step(np.asarray(reward, np.float64), term, ended, ~done, info)
-            for i, rec in zip(np.flatnonzero(ended & ~done), tracker.finished[before:]):
-                results[i] = rec
-            done |= ended
-        r = np.array([x[0] for x in results]), np.array([x[1] for x in results]), np.array([x[2] for x in results])
-        return float(r[0].mean()), float(r[1].mean()), float(r[2].mean())
-    finally:
-        env.close()
 
 
 def _iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
@@ -304,27 +252,28 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
 
             episodes = tracker.pop()
             if episodes:
-                rets, dists = np.array([e[0] for e in episodes]), np.array([e[1] for e in episodes])
+                rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
                 carried = {"return_best": rets.max(), "return_mean": rets.mean(),
                            "distance_best": None if np.isnan(dists).all() else np.nanmax(dists),
                            "distance_mean": None if np.isnan(dists).all() else np.nanmean(dists)}
                 state["carried"] = carried
-            ev = (None, None, None)
+            ev = dict.fromkeys(("return", "distance", "terminated"))
             if p.eval_episodes > 0:
-                ev = evaluate(policy_now(), cfg.env, p.eval_episodes, _iteration_seed(cfg.seed, it, 1))
+                ev = evaluate_policy(policy_now(), cfg.env, p.eval_episodes, _iteration_seed(cfg.seed, it, 1))
             dt = time.perf_counter() - t0
             state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + T * N
             state["wall_time"] += dt
             row = {"iteration": it + 1, "env_steps": state["env_steps"], "wall_time": round(state["wall_time"], 3),
                    **{k: _fmt(v) for k, v in state["carried"].items()},
-                   "episodes": len(episodes), "terminated": sum(e[2] for e in episodes),
-                   "diverged": sum(e[3] for e in episodes), "eval_return": _fmt(ev[0]), "eval_distance": _fmt(ev[1]),
-                   "eval_terminated": _fmt(ev[2]), "learning_rate": lr, "value_loss": v_loss.item(),
+                   "episodes": len(episodes), "terminated": sum(e.terminated for e in episodes),
+                   "diverged": sum(e.diverged for e in episodes), "eval_return": _fmt(ev["return"]),
+                   "eval_distance": _fmt(ev["distance"]), "eval_terminated": _fmt(ev["terminated"]),
+                   "learning_rate": lr, "value_loss": v_loss.item(),
                    "policy_loss": pg_loss.item(), "entropy": entropy_loss.item(), "approx_kl": approx_kl.item(),
                    "clipfrac": float(np.mean(clipfracs)), "explained_variance": _fmt(explained_var),
                    "sps": round(T * N / dt, 1)}
             log.append(row)
-            score = ev[0] if p.eval_episodes > 0 else (carried["return_mean"] if episodes else None)
+            score = ev["return"] if p.eval_episodes > 0 else (carried["return_mean"] if episodes else None)
             if score is not None and score > state["best_return"]:
                 state["best_return"] = score
                 save_pickle(run_dir / "best_policy.pkl", {**policy_now().to_dict(), "env_id": cfg.env.id,
