@@ -19,6 +19,7 @@ from pathlib import Path
 from .common import machine, out_dir, print_table, stamp, write_csv
 
 PAPER_SECONDS_PER_ITERATION = {"swimmer": 12.0, "spider": 27.0}
+PANEL = {"swimmer": "a", "spider": "b"}  # the paper's Figure 5 panels
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 MUJOCO_TWIN = {"Swimmer": ("Swimmer-v5", 0.04), "Spider": ("Ant-v5", 0.05)}  # id, dt [s]
 
@@ -27,28 +28,31 @@ def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="a tiny run of every case (smoke test)")
     p.add_argument("--fraction", type=float, default=1.0,
                    help="fraction of the paper's iterations / of the PPO config's timesteps (default 1)")
+    p.add_argument("--spider-fraction", type=float, default=None,
+                   help="the spider's own fraction (default: --fraction)")
     p.add_argument("--swimmer-config", default=str(CONFIGS / "swimmer_cmaes.yaml"), help="CMA-ES swimmer config")
     p.add_argument("--spider-config", default=str(CONFIGS / "spider_ppo.yaml"), help="PPO spider config")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo twins even if installed")
-    p.add_argument("--no-spider", action="store_true", help="run the swimmer cases only")
+    p.add_argument("--tasks", nargs="+", choices=("swimmer", "spider"), default=["swimmer", "spider"],
+                   help="which panels to run (default: both)")
 
 
-def _scaled(cfg, args):
-    """The config at ``--fraction`` of its length (or the --quick size)."""
+def _scaled(cfg, fraction, quick):
+    """The config at ``fraction`` of its length (or the --quick size)."""
     if cfg.algo == "cmaes":
         c = cfg.cmaes
-        c = (dataclasses.replace(c, popsize=4, iterations=2, episode_steps=20) if args.quick
-             else dataclasses.replace(c, iterations=max(1, round(c.iterations * args.fraction))))
+        c = (dataclasses.replace(c, popsize=4, iterations=2, episode_steps=20) if quick
+             else dataclasses.replace(c, iterations=max(1, round(c.iterations * fraction))))
         return dataclasses.replace(cfg, cmaes=c)
     p = cfg.ppo
     n = cfg.env.num_envs
-    if args.quick:
+    if quick:
         env = dataclasses.replace(cfg.env, num_envs=2)
         p = dataclasses.replace(p, num_steps=16, total_timesteps=2 * 16 * 2, num_minibatches=2, update_epochs=1)
         return dataclasses.replace(cfg, env=env, ppo=p, checkpoint_every=1)
     batch = n * p.num_steps
     return dataclasses.replace(cfg, ppo=dataclasses.replace(
-        p, total_timesteps=max(batch, int(p.total_timesteps * args.fraction) // batch * batch)))
+        p, total_timesteps=max(batch, int(p.total_timesteps * fraction) // batch * batch)))
 
 
 def _mujoco_twin(cfg, pbad_dt):
@@ -99,17 +103,19 @@ def run(args):
     from ..agents.config import load_config
     from .throughput import mujoco_available
 
-    if not 0 < args.fraction <= 1:
-        raise SystemExit(f"--fraction must be in (0, 1], got {args.fraction}")
+    fractions = {"swimmer": args.fraction,
+                 "spider": args.fraction if args.spider_fraction is None else args.spider_fraction}
+    for name, f in fractions.items():
+        if not 0 < f <= 1:
+            raise SystemExit(f"--fraction / --spider-fraction must be in (0, 1], got {f} for the {name}")
     d = out_dir(args.out, "fig5")
     runs = d / "runs"
-    cases = [("swimmer", load_config(args.swimmer_config))]
-    if not args.no_spider:
-        cases.append(("spider", load_config(args.spider_config)))
+    paths = {"swimmer": args.swimmer_config, "spider": args.spider_config}
+    cases = [(task, load_config(paths[task])) for task in ("swimmer", "spider") if task in args.tasks]
     mujoco = not args.no_mujoco and mujoco_available()
     table, curves = [], []
     for task, cfg in cases:
-        cfg = _scaled(cfg, args)
+        cfg = _scaled(cfg, fractions[task], args.quick)
         variants = [("pbad", cfg)]
         if mujoco:
             variants.append(("mujoco", _mujoco_twin(cfg, _env_dt(cfg.env.id, cfg.env.kwargs))))
@@ -138,7 +144,7 @@ def run(args):
             y = "return_best" if algo == "cmaes" else "return_mean"
             pts = [(int(r["iteration"]), float(r[y])) for r in rows if r.get(y) not in (None, "")]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{engine} ({algo}, {y})")
-        ax.set_title(f"({'ab'[tasks.index(task)]}) {task}")
+        ax.set_title(f"({PANEL[task]}) {task}")
         ax.set_xlabel("iteration")
         ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
