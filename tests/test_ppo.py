@@ -28,11 +28,18 @@ def test_gae_bootstraps_truncation_not_termination():
     np.testing.assert_allclose(adv[2, 0], 0.0 + gamma * 4.0 - 3.0)
 
 
-def _cfg(tmp_path, **ppo_over):
-    p = {"total_timesteps": 4 * 8 * 100, "num_steps": 100, "num_minibatches": 4, "update_epochs": 2,
-         "hidden": [16], **ppo_over}
-    return config_from_dict({"name": "t", "algo": "ppo", "seed": 3, "checkpoint_every": 2,
-                             "env": {"id": "Pendulum-v1", "num_envs": 8}, "ppo": p})
+# Pendulum through a SyncVectorEnv (does not pickle: envs reset at checkpoint boundaries); the native Swimmer
+# (pickles: the episodes in progress travel in the checkpoint)
+ENVS = {"pendulum": ({"id": "Pendulum-v1", "num_envs": 8}, 100),
+        "swimmer": ({"id": "pbad_gym/Swimmer-v1", "num_envs": 4, "kwargs": {"max_episode_steps": 30}}, 16)}
+
+
+def _cfg(tmp_path, env="pendulum", **ppo_over):
+    env_cfg, steps = ENVS[env]
+    p = {"total_timesteps": 4 * env_cfg["num_envs"] * steps, "num_steps": steps, "num_minibatches": 4,
+         "update_epochs": 2, "hidden": [16], **ppo_over}
+    return config_from_dict({"name": "t", "algo": "ppo", "seed": 3, "checkpoint_every": 2, "env": env_cfg,
+                             "ppo": p})
 
 
 def _rows(run_dir):
@@ -40,15 +47,18 @@ def _rows(run_dir):
         return [{k: v for k, v in r.items() if k not in ("wall_time", "sps")} for r in csv.DictReader(f)]
 
 
-def test_same_seed_same_metrics_and_resume_after_kill(tmp_path, monkeypatch):
-    cfg = _cfg(tmp_path)
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_same_seed_same_metrics_and_resume_after_kill(tmp_path, monkeypatch, env):
+    cfg = _cfg(tmp_path, env)
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     ppo.train(cfg, a, progress=False)
     ppo.train(cfg, b, progress=False)
     rows = _rows(a)
     assert len(rows) == 4 and rows == _rows(b)
     assert all(r["value_loss"] and r["explained_variance"] for r in rows)
+    assert int(rows[-1]["episodes"]) > 0 and (env == "pendulum") == (rows[-1]["distance_mean"] == "")
     assert (a / "best_policy.pkl").exists() and (a / "learning_curve.png").exists()
+    assert (runio.load_pickle(a / "checkpoint.pkl")["rollout"] is None) == (env == "pendulum")
 
     # killed after iteration 3 (its row written, the last checkpoint after iteration 2), then resumed
     real_append = runio.MetricsLog.append
@@ -70,7 +80,7 @@ def test_same_seed_same_metrics_and_resume_after_kill(tmp_path, monkeypatch):
 def test_best_policy_loads_and_acts(tmp_path):
     from pbad_gym.agents.runio import load_pickle
 
-    cfg = _cfg(tmp_path, total_timesteps=2 * 8 * 100, eval_episodes=2)
+    cfg = _cfg(tmp_path, "pendulum", total_timesteps=2 * 8 * 100, eval_episodes=2)
     ppo.train(cfg, tmp_path, progress=False)
     rows = _rows(tmp_path)
     assert all(float(r["eval_return"]) < 0 and r["eval_distance"] == "" for r in rows)  # Pendulum: no x_position
@@ -86,7 +96,7 @@ def test_best_policy_loads_and_acts(tmp_path):
 
 def test_too_few_timesteps_names_the_fields(tmp_path):
     with pytest.raises(ValueError, match="total_timesteps"):
-        ppo.train(_cfg(tmp_path, total_timesteps=100), tmp_path, progress=False)
+        ppo.train(_cfg(tmp_path, "pendulum", total_timesteps=100), tmp_path, progress=False)
 
 
 def test_ppo_improves_pendulum(tmp_path):

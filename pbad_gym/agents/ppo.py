@@ -9,12 +9,14 @@ three differences:
 - **NEXT_STEP autoreset** (Gymnasium 1.x): the step after an episode ended only resets that sub-environment
   (reward 0, action ignored). The observation it starts from is the episode's final observation, so its value is
   the bootstrap of the truncated step, and the transition itself is masked out of the training batch.
-- **Resumable bit for bit.** The environments are reset at every checkpoint boundary (iterations that are
-  multiples of ``checkpoint_every``) with a seed drawn from (run seed, iteration); a checkpoint holds everything
-  else (networks, Adam, observation and return statistics, torch and NumPy RNG states, counters), so a run killed
-  between checkpoints and resumed writes the same metrics as an uninterrupted one. An episode still running at a
-  boundary is cut there: its transitions train (bootstrapped like any rollout end) but it is not counted as an
-  episode in the metrics.
+- **Resumable bit for bit.** A checkpoint holds the networks, Adam, the observation and return statistics, the
+  torch and NumPy RNG states, the counters and — when the vector env pickles, as PBAD's native ones do — the
+  environments with the episodes in progress, so a run killed between checkpoints and resumed writes the same
+  metrics as an uninterrupted one. The environments are reset (seed drawn from (run seed, iteration)) at the
+  first iteration and, for an env that does not pickle (Gymnasium's SyncVectorEnv), at every checkpoint boundary
+  (iterations that are multiples of ``checkpoint_every``): an episode still running there is cut, its
+  transitions train (bootstrapped like any rollout end) but it is not counted as an episode in the metrics, so
+  then num_steps × checkpoint_every should cover an episode.
 
 Observations are normalised by running statistics and rewards scaled by the running std of the discounted return
 (as Gymnasium's NormalizeObservation / NormalizeReward), both clipped. Actions are sampled from N(μ(o), σ),
@@ -29,6 +31,7 @@ approx_kl, clipfrac, explained_variance) and ``sps`` (environment steps per seco
 """
 from __future__ import annotations
 
+import pickle
 import time
 from pathlib import Path
 
@@ -108,6 +111,15 @@ def load_best(obj: dict) -> PPOPolicy:
     return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
 
 
+def _pickles(envs) -> bool:
+    """Whether the vector env pickles (PBAD's native ones do; a SyncVectorEnv holds closures and does not)."""
+    try:
+        pickle.dumps(envs)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return False
+    return True
+
+
 def _iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, iteration, stream]).generate_state(1)[0] & 0x7FFFFFFF)
 
@@ -160,6 +172,9 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
         np.random.set_state(ckpt["numpy_rng"])
         state = ckpt["state"]
     log.truncate_after(state["iteration"])
+    # the rollout in progress (env state included) when the env pickles, else None: reset at checkpoint boundaries
+    carried_rollout = pickle.loads(ckpt["rollout"]) if resume and ckpt.get("rollout") is not None else None
+    persistent = _pickles(envs)
 
     def policy_now():
         return PPOPolicy(actor_arrays(model), obs_rms.copy() if p.norm_obs else None, p.clip_obs, low, high)
@@ -181,7 +196,11 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     try:
         for it in range(first, num_iterations):
             t0 = time.perf_counter()
-            if it % cfg.checkpoint_every == 0 or it == first:
+            if carried_rollout is not None:
+                envs.close()
+                envs, obs, tracker, disc_return, pending = carried_rollout
+                carried_rollout = None
+            elif it == first or (not persistent and it % cfg.checkpoint_every == 0):
                 obs, _ = envs.reset(seed=_iteration_seed(cfg.seed, it))
                 tracker, disc_return, pending = EpisodeTracker(N), np.zeros(N), np.zeros(N, bool)
             lr = p.learning_rate * (1.0 - it / num_iterations) if p.anneal_lr else p.learning_rate
@@ -282,7 +301,8 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                 save_pickle(run_dir / "checkpoint.pkl", {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "obs_rms": obs_rms.state_dict(), "ret_rms": ret_rms.state_dict(),
-                    "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "state": state})
+                    "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "state": state,
+                    "rollout": pickle.dumps((envs, obs, tracker, disc_return, pending)) if persistent else None})
             if (it + 1) % PLOT_EVERY == 0 or it + 1 == num_iterations:
                 plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png")
             bar.update(1)
