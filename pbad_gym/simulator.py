@@ -79,7 +79,8 @@ class Simulator:
         contact_model: "penalty" (contact energies in the step, DESIGN.md §4) or "impulse" (a contact-free PBAD
             step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of
             :class:`pbad_gym.contact.ImpulseContact` fields or an ImpulseContact).
-        lcp_method, lcp_order, lcp_iterations, lcp_tol: the impulse model's LCP solver (:func:`pbad_gym.lcp.solve`).
+        lcp_method, lcp_order, lcp_omega, lcp_iterations, lcp_tol: the impulse model's LCP solver
+            (:func:`pbad_gym.lcp.solve`; lcp_omega is the relaxation ω of "pgs", "psor" and "amgs").
         drag: fluid drag coefficients [1/s] (PBAD only): scalar (isotropic), (axial, normal), (3,), (L, 2) or
             (L, 3) in each link's frame (axial = link x axis); None: no drag.
         contact: ground contact on the links' contact spheres (PBAD only): None, True (defaults), a dict of
@@ -100,7 +101,7 @@ class Simulator:
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
-                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9):
+                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0):
         _check_options(integrator, optimizer, order, hessian, dt, num_envs, max_iter)
         self.body, self.dt, self.integrator, self.optimizer = body, float(dt), integrator, optimizer
         self.num_envs, self.device, self.hessian, self.order = int(num_envs), device, hessian, int(order)
@@ -114,11 +115,11 @@ class Simulator:
                 raise ValueError("contact_model='impulse' needs integrator='pbad' and order=2")
             if len(body.contact_points()[0]) == 0:
                 raise ValueError("contact_model='impulse' needs contact spheres on the body's links")
-            check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol)
+            check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega)
             self.impulse = make_impulse_contact(contact)
             contact = None  # no penalty energies in the step
         self.lcp_options = dict(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=int(lcp_iterations),
-                                lcp_tol=float(lcp_tol))
+                                lcp_tol=float(lcp_tol), lcp_omega=float(lcp_omega))
         self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping)
         extra = (self.forces.drag is not None or self.forces.contact is not None
                  or self.forces.limit_stiffness > 0 or self.forces.has_damping)
@@ -289,7 +290,8 @@ class Simulator:
         self._kin = forward_kinematics(self.body, q_new)
         self.time += self.dt
         return {k: info[k] for k in ("iterations", "grad_norm", "converged", "contacts", "lcp_iterations",
-                                     "lcp_residual", "lcp_converged")}
+                                     "lcp_residual", "lcp_converged", "sqp_iterations", "sqp_converged",
+                                     "kkt_residual")}
 
     def _step_pbad(self, tau):
         q_new, res = pbad_step(self.body, self._q_prev, self._q, tau, self.dt, self.forces,

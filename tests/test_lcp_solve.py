@@ -100,7 +100,11 @@ def test_dense_and_matrix_free_agree(method, kw):
     f = lcp.solve(**P.mf_kwargs(), method=method, max_iter=25, tol=0.0, **kw)
     scale = np.abs(d.lam).max()
     np.testing.assert_allclose(f.lam, d.lam, rtol=0, atol=1e-12 * scale)
-    np.testing.assert_allclose(f.error_history, d.error_history, rtol=1e-8, atol=1e-13)
+    # with tol = 0 a form whose residual rounds to exactly 0 stops there: compare the sweeps both ran
+    k = min(f.error_history.shape[1], d.error_history.shape[1])
+    np.testing.assert_allclose(f.error_history[:, :k], d.error_history[:, :k], rtol=1e-8, atol=1e-13)
+    for r in (d, f):  # a shorter history ends at an exact zero
+        assert r.error_history.shape[1] == 25 or r.error_history[0, -1] == 0.0
 
 
 @pytest.mark.parametrize("order", ["default", "error", "mass_asc"])

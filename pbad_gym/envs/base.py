@@ -16,9 +16,11 @@ Conventions shared by both forms:
   ``make_vec(..., vectorization_mode="sync")`` produce the same trajectories;
 - ``reset(options={"reset_mask": mask})`` resets only the masked sub-environments, leaving the others' states
   untouched bit for bit;
-- a sub-environment whose state turns non-finite, or whose solver has not converged for more than
-  ``max_unconverged_steps`` consecutive steps, is truncated with ``info["diverged"]``, reward 0, its last finite
-  observation, and restored to its pre-step state until the autoreset; the others are unaffected.
+- a sub-environment whose state turns non-finite, whose mechanical energy leaves the budget that gravity and
+  its actuators can supply since its reset (:mod:`pbad_gym.envs.divergence`), or whose solver has not converged
+  for more than ``max_unconverged_steps`` consecutive steps, is truncated with ``info["diverged"]``, reward 0,
+  its last finite observation, and restored to its pre-step state until the autoreset; the others are
+  unaffected.
 """
 from __future__ import annotations
 
@@ -31,22 +33,33 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ..backend import to_numpy
+from ..backend import check_dtype, to_numpy
 from ..contact import CONTACT_MODELS
 from ..integrators import OPTIMIZERS
 from ..integrators.collocation import ORDERS as COLLOCATION_ORDERS
 from ..kinematics import matvec
+from ..lcp import METHODS as LCP_METHODS
 from ..simulator import Simulator
+from .divergence import DEFAULT_SAFETY, EnergyBudget
 
 ORDERS = (2,) + COLLOCATION_ORDERS
-LCP_METHODS = ("pgs", "amgs", "block_pgs")
 NONFINITE_ACTIONS = ("raise", "zero")
+# solver tolerance (a Newton-step estimate in rad) per dtype: far below the O(Δt) integration error in float64;
+# in float32 a step below ~1e-5 rad is lost in the configuration's round-off, so a tighter tolerance only makes
+# every batched step wait max_iter iterations for its stuck rows
+DEFAULT_TOL = {np.dtype(np.float64): 1e-7, np.dtype(np.float32): 1e-5}
 
 
-def validate_solver_options(order, optimizer, contact_model, lcp_method):
-    """Check the solver options the environments accept; name the accepted values otherwise."""
+def validate_solver_options(order, optimizer, contact_model, lcp_method, contact=False):
+    """Check the solver options the environments accept; name the accepted values otherwise. ``contact``: whether
+    the environment has ground contact (collocation is refused there)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if contact and order > 2:
+        raise ValueError(
+            f"order={order} (collocation) is refused with ground contact: the contact force is not smooth at the "
+            "ground, and the collocation residual it enters then stalls (measured on the Spider: order 3 leaves "
+            "30 % of steps unconverged, order 4 blows up); use order=2")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     if contact_model not in CONTACT_MODELS:
@@ -69,25 +82,29 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     """Base of the native batched environments. Subclasses set ``obs_dim`` and implement :meth:`_build_body`,
     :meth:`_sim_options`, :meth:`_initial_state`, :meth:`_observe` and :meth:`_reward` (see their docstrings).
 
-    Common keyword arguments: num_envs, max_episode_steps (None: no time limit), dt, order, optimizer, max_iter,
-    tol (solver tolerance, a Newton-step estimate in rad; the 1e-7 default is far below the O(Δt) integration
-    error and saves about one LM iteration per step over the Simulator's 1e-9; None: the Simulator's), contact_model,
-    lcp_method, lcp_iterations (50), lcp_tol (1e-6 N s: the natural-map residual of the contact impulses, far below
-    a body's weight × Δt), device, dtype, render_mode, nonfinite_action ("raise" | "zero"),
-    max_unconverged_steps, render_width, render_height, render_num_envs (how many sub-environments
-    ``render()`` draws).
+    Common keyword arguments: num_envs, max_episode_steps (None: no time limit), dt, order (2; collocation orders
+    3 and 4 are refused with ground contact), optimizer, max_iter, tol (solver tolerance, a Newton-step estimate
+    in rad; None: 1e-7 in float64 — far below the O(Δt) integration error, about one LM iteration per step less
+    than the Simulator's 1e-9 — and 1e-5 in float32, near that dtype's resolution), contact_model, lcp_method
+    (one of :data:`pbad_gym.lcp.METHODS`; "block_pgs" by default: it solves each contact's normal and friction
+    rows together and converges within a few sweeps on the Spider where PGS runs into its cap), lcp_omega
+    (relaxation ω in (0, 2) of "pgs", "psor" and "amgs"; 1 for "block_pgs"), lcp_iterations (50), lcp_tol
+    (1e-6 N s: the natural-map residual of the contact impulses, far below a body's weight × Δt), device, dtype,
+    render_mode, nonfinite_action ("raise" | "zero"), max_unconverged_steps, divergence_safety (factor on the
+    power bound of :mod:`pbad_gym.envs.divergence`, 3), render_width, render_height, render_num_envs (how
+    many sub-environments ``render()`` draws).
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
     obs_dim: int = 0
 
-    def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=50, tol=1e-7,
-                 contact_model="penalty", lcp_method="pgs", lcp_iterations=50, lcp_tol=1e-6, device="cpu",
-                 dtype=np.float64, render_mode=None, nonfinite_action="raise", max_unconverged_steps=10,
-                 render_width=320, render_height=240, render_num_envs=4):
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=50, tol=None,
+                 contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
+                 device="cpu", dtype=np.float64, render_mode=None, nonfinite_action="raise",
+                 max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
+                 render_num_envs=4):
         self.num_envs = _positive_int(num_envs, "num_envs")
         self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps", allow_none=True)
-        validate_solver_options(order, optimizer, contact_model, lcp_method)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         if nonfinite_action not in NONFINITE_ACTIONS:
@@ -103,12 +120,17 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.actuated = np.asarray(self.body.meta["actuated"], dtype=np.int64)
         self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
         options = self._sim_options()
+        validate_solver_options(order, optimizer, contact_model, lcp_method, options.get("contact") is not None)
         if contact_model != "penalty":
-            options.update(contact_model=contact_model, lcp_method=lcp_method, lcp_iterations=lcp_iterations,
-                           lcp_tol=lcp_tol)
+            options.update(contact_model=contact_model, lcp_method=lcp_method, lcp_omega=lcp_omega,
+                           lcp_iterations=lcp_iterations, lcp_tol=lcp_tol)
+        tol = DEFAULT_TOL[check_dtype(dtype)] if tol is None else tol
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
                              max_iter=max_iter, tol=tol, order=order, **options)
         self.dt = self.sim.dt
+        ground = self.sim.forces.contact if self.sim.impulse is None else self.sim.impulse
+        self.energy_budget = EnergyBudget(self.sim, self.actuated, self.gear,
+                                          None if ground is None else ground.height, divergence_safety)
 
         n_act = len(self.actuated)
         self.single_action_space = spaces.Box(-1.0, 1.0, (n_act,), dtype=np.float32)
@@ -237,7 +259,10 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self._unconverged = np.where(converged, 0, self._unconverged + 1)
         finite = (np.all(np.isfinite(q), 1) & np.all(np.isfinite(qd), 1) & np.all(np.isfinite(obs), 1)
                   & np.isfinite(reward))
-        diverged = ~finite | (self._unconverged > self.max_unconverged_steps)
+        with np.errstate(all="ignore"):
+            out_of_budget, _ = self.energy_budget.check(self.centre_of_mass(kin))
+        diverged = ~finite | out_of_budget | (self._unconverged > self.max_unconverged_steps)
+        self.energy_budget.accept(~diverged)
         if skip is not None:
             diverged &= ~skip
         if diverged.any():
@@ -252,7 +277,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
                      for k, v in after.items()}
         self._last_summary = after
-        for key in ("lcp_iterations", "lcp_converged", "contacts"):
+        for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations", "kkt_residual"):
             if key in res:
                 info[key] = to_numpy(res[key])
         info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
@@ -268,6 +293,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         qd = np.stack([s[1] for s in states])
         self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype),
                        rows=None if len(rows) == self.num_envs else mask)
+        self.energy_budget.start(rows, self.centre_of_mass(self._kinematics()))
         self._elapsed[rows] = 0
         self._unconverged[rows] = 0
         self._needs_reset[rows] = False

@@ -1,0 +1,142 @@
+"""Divergence guard: per-trajectory energy checks derived from what gravity and the actuators can inject.
+
+Mechanical energy of a state, measured from a floor so that it is non-negative,
+
+    K = ½ q̇ᵀM(q) q̇ + U_limits(q) + U_contact(q) + m g (z_com − z_floor)        [J]
+
+(U_contact: the penalty contact's normal energy D1/2·d², 0 for impulse contact), changes only by the power of
+the actuators and of gravity's unbounded part; damping, drag, friction and contact impulses dissipate. Bounds on
+that power from the state alone:
+
+- actuators: P = τᵀq̇ ≤ ‖τ‖_{M⁻¹} ‖q̇‖_M ≤ c_act √(2·KE) with c_act = Σ_j gear_j √((M⁻¹)_jj) over the actuated
+  DOFs (|τ_j| ≤ gear_j; triangle inequality in the M⁻¹ norm);
+- gravity: its vertical part is a potential bounded below by the ground: the centre of mass cannot sink more
+  than the body's reach (:func:`body_reach`, a configuration-free bound on the distance between any two of its
+  points) below the ground plane, so z_floor = ground − reach. Without a ground (or for a horizontal part)
+  gravity acts like an actuator: P = m gᵀv_com ≤ |g| √m √(2·KE) since ½ m |v_com|² ≤ KE.
+
+With c = c_act + |g_free| √m, one step that does the work τᵀ(q_{k+1} ⊖ q_k) = Δt τᵀq̇_{k+1} gains at most
+
+    K_{k+1} − K_k ≤ c_{k+1} √(2·KE_{k+1}) Δt                               (per-step check),
+
+and from KE ≤ K this gives √K_{k+1} ≤ √K_k + √2 c_{k+1} Δt, so since the reset
+
+    √K_n ≤ s_n = √K_0 + Σ_{k=1..n} √2 c_k Δt                              (cumulative check).
+
+Both are checked with c multiplied by ``safety`` (3 by default, i.e. as if gravity and every actuator could
+deliver three times their force — about ten times the energy): the bounds already assume every actuator at full
+torque in its most effective direction, so a physical trajectory stays far below them (measured: below a third
+of the un-scaled bounds under random actions), while a blow-up grows geometrically and crosses the per-step
+bound within a few steps. The
+budget starts at each reset (:meth:`EnergyBudget.start`); a state written by ``set_state`` is checked against
+the running budget.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import to_numpy
+from ..dynamics import crba
+from ..energies import limit_terms, sphere_centres
+from ..energies.contact import normal_point_terms
+
+DEFAULT_SAFETY = 3.0
+
+
+def body_reach(body):
+    """Upper bound [m] on the distance between any two points of ``body`` in any configuration: the sum over
+    links of each link's extent (the farthest of its child joints, centre of mass and contact-sphere surfaces
+    from its own joint). inf when a slide joint can move a link without bound (no range)."""
+    children = {i: [] for i in range(body.L)}
+    for i, lk in enumerate(body.links):
+        if lk.parent >= 0:
+            children[lk.parent].append(i)
+    reach = 0.0
+    for i, lk in enumerate(body.links):
+        pts = [np.zeros(3), lk.com] + [body.links[j].placement[1] for j in children[i]]
+        ext = max(float(np.linalg.norm(p)) for p in pts)
+        for centre, r in lk.contact_spheres:
+            ext = max(ext, float(np.linalg.norm(centre)) + float(r))
+        if lk.joint.type == "slide" and lk.parent >= 0:
+            if lk.joint.range is None:
+                return float("inf")
+            ext += float(np.max(np.abs(np.concatenate(lk.joint.range))))
+        reach += ext
+    return reach
+
+
+class EnergyBudget:
+    """Energy checks of the B trajectories of one Simulator (see the module docstring).
+
+    sim: the Simulator. actuated (n_act,) DOF indices, gear (n_act,) [N m or N] the largest |τ| per actuator.
+    ground: height [m] of the ground plane z = ground, or None without one. safety: factor (> 1) on the power
+    coefficient c of both bounds.
+    """
+
+    def __init__(self, sim, actuated, gear, ground=None, safety=DEFAULT_SAFETY):
+        if not (np.isfinite(safety) and safety > 1):
+            raise ValueError(f"divergence safety factor must be a finite number > 1, got {safety!r}")
+        self.sim, self.safety = sim, float(safety)
+        self.actuated = np.asarray(actuated, dtype=np.int64)
+        self.gear = np.asarray(gear, dtype=np.float64)
+        body = sim.body
+        self.mass = body.total_mass
+        g = np.asarray(to_numpy(sim.gravity), dtype=np.float64)
+        reach = body_reach(body)
+        self.floor = None
+        g_free = g
+        if ground is not None and g[2] < 0 and np.isfinite(reach):
+            self.floor = float(ground) - reach  # lowest centre-of-mass height
+            g_free = g * np.array([1.0, 1.0, 0.0])
+        self.g = g
+        self.c_gravity = float(np.linalg.norm(g_free)) * np.sqrt(self.mass)
+        self.round_off = 64 * float(np.finfo(sim.dtype).eps)
+        B = sim.num_envs
+        self.s = np.zeros(B)  # cumulative bound on √K [√J]
+        self.K = np.zeros(B)  # energy of the last accepted state [J]
+        self._pending = None
+
+    def measure(self, com):
+        """(K, KE [J], c [√J/s]), each (B,), of the Simulator's current state; com (B, 3) its centre of mass [m]."""
+        sim = self.sim
+        xp, body = sim.xp, sim.body
+        q, qd = sim.q, sim.qd
+        kin = sim.kinematics()
+        M = crba(body, q, kin)
+        ke = to_numpy(0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)).astype(np.float64)
+        Minv_diag = xp.diagonal(xp.linalg.inv(M), axis1=-2, axis2=-1)[:, self.actuated]
+        c = to_numpy(xp.sqrt(xp.maximum(Minv_diag, 0.0))).astype(np.float64) @ self.gear + self.c_gravity
+        K = ke.copy()
+        if sim.forces.limit_stiffness > 0:
+            K += to_numpy(limit_terms(body, q, sim.forces.limit_stiffness, derivatives=False).value)
+        if sim.forces.contact is not None:
+            K += to_numpy(normal_point_terms(body, sphere_centres(body, kin), sim.forces.contact, False)[0])
+        if self.floor is not None:
+            K -= self.mass * self.g[2] * (np.asarray(com, dtype=np.float64)[:, 2] - self.floor)
+        return K, ke, c
+
+    def start(self, rows, com):
+        """Start the budgets of ``rows`` (index array) at the current (reset) state, centre of mass com (B, 3)."""
+        K, _, _ = self.measure(com)
+        self.K[rows] = K[rows]
+        self.s[rows] = np.sqrt(np.maximum(K[rows], 0.0))
+
+    def check(self, com):
+        """After a step: (exceeded (B,) bool, K (B,) [J]) of the new state (centre of mass com (B, 3)). NaN counts
+        as exceeded. :meth:`accept` then commits the rows that go on."""
+        K, ke, c = self.measure(com)
+        c = self.safety * c
+        dt = self.sim.dt
+        s = self.s + np.sqrt(2.0) * c * dt
+        with np.errstate(invalid="ignore"):
+            slack = self.round_off * (np.abs(K) + np.abs(self.K))
+            step_ok = K - self.K <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
+            total_ok = K <= s * s + slack
+        self._pending = (K, s)
+        return ~(step_ok & total_ok), K
+
+    def accept(self, rows):
+        """Commit the last :meth:`check` for ``rows`` (bool mask (B,)): their budgets move on to the new state."""
+        K, s = self._pending
+        self.K = np.where(rows, K, self.K)
+        self.s = np.where(rows, s, self.s)
