@@ -237,27 +237,29 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
     ## Arguments
     num_envs=1, max_episode_steps=1000, density=5.0 [kg/m³], armature=1.0 [kg m²], joint_damping=1.0
     [N m s/rad], gear=150.0 [N m], friction="coulomb" | "viscous" | "none", mu=1.0, slip_velocity=0.01 [m/s],
-    friction_damping=1000.0 [N s/m] (viscous only), contact_stiffness=2e3 [N/m], limit_stiffness=1e3 [N m/rad],
+    friction_damping=1000.0 [N s/m] (viscous only), contact_stiffness=5e3 [N/m], limit_stiffness=1e3 [N m/rad],
     forward_reward_weight=1.0, ctrl_cost_weight=0.5, contact_cost_weight=5e-4, healthy_reward=1.0,
     terminate_when_unhealthy=True, healthy_z_range=(0.2, 1.0) [m], healthy_up_min=0.0,
     contact_force_range=(-1.0, 1.0) [N], reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
     include_contact_forces_in_observation=True, init_height=None [m], dt=0.05 [s], order=2, optimizer="lm",
-    max_iter=50, tol=1e-7 [rad], contact_model="penalty" | "impulse", lcp_method="pgs" | "amgs" | "block_pgs",
+    max_iter=100 (random actions on this light, strong body need up to ~75 LM iterations), tol=1e-7 [rad],
+    contact_model="penalty" | "impulse", lcp_method="pgs" | "amgs" | "block_pgs",
     lcp_iterations=50, lcp_tol=1e-6 [N s], device="cpu", dtype=np.float64, render_mode=None | "rgb_array",
     nonfinite_action="raise" | "zero", max_unconverged_steps=10, render_width=320, render_height=240,
     render_num_envs=4.
 
     ## Version history
     v1: Ant-v5's dynamics, not only its geometry — density 1000 -> 5 kg/m³ (182 kg -> 0.91 kg), joint armature
-    1 kg m² (new), smoothed Coulomb friction instead of viscous by default, contact stiffness 5e4 -> 2e3 N/m and
-    limit stiffness 1e4 -> 1e3 N m/rad (scaled to the lighter body), Δt 0.02 -> 0.05 s (Ant-v5's), contact forces
-    in the observation by default (Ant-v5's cfrc_ext).
+    1 kg m² (new), smoothed Coulomb friction instead of viscous by default, contact stiffness 5e4 -> 5e3 N/m and
+    limit stiffness 1e4 -> 1e3 N m/rad (scaled to the lighter body), Δt 0.02 -> 0.05 s (Ant-v5's), max_iter
+    50 -> 100, contact forces in the observation by default (Ant-v5's cfrc_ext).
     v0: first version (universal hips, hinge knees, penalty contact, viscous friction).
     """
 
     def __init__(self, num_envs=1, max_episode_steps=1000, *, density=5.0, armature=1.0, joint_damping=1.0,
-                 gear=150.0, friction="coulomb", mu=1.0, slip_velocity=0.01, contact_stiffness=2e3,
-                 limit_stiffness=1e3, include_contact_forces_in_observation=True, dt=0.05, **kwargs):
+                 gear=150.0, friction="coulomb", mu=1.0, slip_velocity=0.01, contact_stiffness=5e3,
+                 limit_stiffness=1e3, include_contact_forces_in_observation=True, dt=0.05, max_iter=100,
+                 **kwargs):
         if not (np.isfinite(density) and density > 0):
             raise ValueError(f"density must be a positive number of kg/m³, got {density!r}")
         if not (np.isfinite(armature) and armature >= 0):
@@ -267,7 +269,7 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
                          mu=mu, slip_velocity=slip_velocity, contact_stiffness=contact_stiffness,
                          limit_stiffness=limit_stiffness,
                          include_contact_forces_in_observation=include_contact_forces_in_observation, dt=dt,
-                         **kwargs)
+                         max_iter=max_iter, **kwargs)
         self.metadata = with_render_fps(self.metadata, self.dt)
 
     def _build_body(self):

@@ -1,0 +1,39 @@
+"""pbad-bench search: its CMA-ES maximises, its decoders, and a --quick run end to end."""
+import csv
+
+import numpy as np
+
+from pbad_gym.bench.search import cma_search, linear_policy, oscillator
+from pbad_gym.cli import bench_main
+
+
+def test_cma_search_maximises_and_gives_non_finite_scores_the_worst_fitness():
+    target = np.array([0.3, -0.2, 0.5])
+
+    def score(X, it):
+        s = -np.sum((X - target) ** 2, axis=1)
+        s[0] = np.nan  # a diverged candidate must not be ranked as the median
+        return s
+
+    best_x, best, hist = cma_search(score, np.zeros(3), 0.3, 10, 40, seed=1)
+    assert np.allclose(best_x, target, atol=0.02) and best > -1e-3
+    assert hist[-1][0] > hist[0][0]
+
+
+def test_decoders():
+    amp, f, phase = oscillator(np.array([1.5, -0.1, 0.5, 0.25, 0.5]), 2, 0.5, 2.5)
+    np.testing.assert_allclose(amp, [1.0, 0.0])
+    assert f == 1.5
+    np.testing.assert_allclose(phase, [np.pi / 2, np.pi])
+    W, b = linear_policy(np.arange(8.0), 3, 2)
+    assert W.shape == (2, 3) and np.array_equal(b, [6.0, 7.0])
+
+
+def test_quick_search_runs_without_writing_files_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert bench_main(["search", "--quick", "--no-mujoco", "--out", str(tmp_path / "res")]) == 0
+    with open(tmp_path / "res" / "search" / "search.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["env"] for r in rows] == ["Spider-v1", "Swimmer-v1"]
+    assert all(np.isfinite(float(r["reevaluated_mean"])) for r in rows)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
