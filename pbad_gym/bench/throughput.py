@@ -12,7 +12,8 @@ import numpy as np
 from .common import machine, out_dir, print_table, stamp, write_csv
 
 BATCHES = (1, 16, 64, 256, 1024)
-PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"))
+PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"),
+         ("Swimmer-v1", "pbad_gym/Swimmer-v1", "Swimmer-v5"), ("Spider-v1", "pbad_gym/Spider-v1", "Ant-v5"))
 SEED_PAPER_STEPS_PER_S = 20 * 1000 / 12.0  # PBAD paper: 20 swimmer trajectories x 1000 steps in 12 s per iteration
 
 
@@ -21,6 +22,8 @@ def add_arguments(p):
     p.add_argument("--seconds", type=float, default=3.0, help="wall seconds spent timing each case")
     p.add_argument("--batches", type=int, nargs="+", default=None, help=f"num_envs values (default {BATCHES})")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo envs even if installed")
+    p.add_argument("--envs", nargs="+", choices=[name for name, _, _ in PAIRS], default=None,
+                   help="which pbad_gym envs to time (default all)")
 
 
 def _time(step, reset, batch, seconds, min_steps=3):
@@ -107,7 +110,8 @@ def run(args):
     rows = []
     have_mj = not args.no_mujoco and mujoco_available()
     ref = {}
-    for name, pid, mid in PAIRS:
+    pairs = [p for p in PAIRS if args.envs is None or p[0] in args.envs]
+    for name, pid, mid in pairs:
         for b in batches:
             rate, dt, it, it_max = time_pbad(pid, b, seconds)
             rows.append((name, "pbad", b, rate, rate * dt, dt, it, it_max))
@@ -115,8 +119,11 @@ def run(args):
                   f"LM iterations {it:.2f} (max {it_max})", flush=True)
         if have_mj:
             for b in (1, 16):
+                if (mid, b) in ref:  # one MuJoCo reference per id, shared by the pbad_gym versions
+                    ref[(name, b)] = ref[(mid, b)]
+                    continue
                 rate, dt = time_mujoco(mid, b, seconds)
-                ref[(name, b)] = rate
+                ref[(name, b)] = ref[(mid, b)] = rate
                 rows.append((mid, "mujoco" if b == 1 else "mujoco sync", b, rate, rate * dt, dt, 0.0, 0))
                 print(f"  {mid:8s} mujoco num_envs {b:5d}: {rate:10.0f} env-steps/s  {rate * dt:9.1f} sim-s/s",
                       flush=True)
@@ -127,7 +134,7 @@ def run(args):
                 "Throughput")
 
     ratio_rows = []
-    for name, _, mid in PAIRS:
+    for name, _, mid in pairs:
         for r in rows:
             if r[0] == name:
                 line = [name, r[2], r[3]]
@@ -155,8 +162,8 @@ def run(args):
         print(f"target: Spider at num_envs 256 >= Ant-v5 single env {ref[('Spider', 1)]:.0f} env-steps/s: measured "
               f"{sp:.0f} ({'met' if sp >= ref[('Spider', 1)] else 'NOT met'})")
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, (name, _, mid) in zip(axes, PAIRS):
+    fig, axes = plt.subplots(1, len(pairs), figsize=(6 * len(pairs), 4.5), squeeze=False)
+    for ax, (name, _, mid) in zip(axes[0], pairs):
         r = [x for x in rows if x[0] == name]
         ax.plot([x[2] for x in r], [x[3] for x in r], "o-", label=f"pbad_gym {name} (native vector env)")
         if have_mj:
