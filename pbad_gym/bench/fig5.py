@@ -7,8 +7,9 @@ the paper: 100 iterations of 27 s each), both through the project's trainers (``
 trainers run on Gymnasium's MuJoCo Swimmer-v5 / Ant-v5 with the same population (CMA-ES) or sub-environments (PPO)
 and the same simulated time per episode (episode steps scaled by the Δt ratio), side by side.
 
-Writes results/fig5/fig5.csv (one row per run: time per iteration, final returns and distances), fig5.png
-(learning curves) and every run folder under results/fig5/runs/.
+Writes results/fig5/fig5.csv (one row per run: time per iteration, the last iteration's returns and distances),
+fig5.png (learning curves) and every run folder under results/fig5/runs/. ``--tasks spider`` run after
+``--tasks swimmer`` keeps the swimmer's rows (the panels can be run one at a time).
 """
 from __future__ import annotations
 
@@ -78,28 +79,73 @@ def _env_dt(env_id, kwargs):
     return dt
 
 
-def _train(cfg, runs):
+def _metrics_rows(run_dir):
     import csv
 
+    with open(Path(run_dir) / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _train(cfg, runs):
+    """Train ``cfg`` into runs/NAME (its resolved config.yaml beside); returns (run folder, metrics rows)."""
     from ..agents.config import dump_config
     from ..agents.runio import atomic_write_bytes
 
     run_dir = runs / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(run_dir / "config.yaml", dump_config(cfg).encode())
-    trainer = importlib.import_module(f"pbad_gym.agents.{cfg.algo}")
-    final = trainer.train(cfg, run_dir, progress=False)
-    with open(run_dir / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return run_dir, final, rows
+    importlib.import_module(f"pbad_gym.agents.{cfg.algo}").train(cfg, run_dir, progress=False)
+    return run_dir, _metrics_rows(run_dir)
 
 
-def run(args):
+HEADER = ["task", "engine", "env", "algo", "iterations", "env_steps", "wall_s", "s_per_iteration",
+          "paper_s_per_iteration", "return_best", "return_mean", "distance_best", "distance_mean", "run_dir"]
+
+
+def _row(task, engine, cfg, run_dir, rows):
+    last = rows[-1]
+    wall = float(last["wall_time"])
+    return [task, engine, cfg.env.id, cfg.algo, len(rows), int(last["env_steps"]), wall, wall / len(rows),
+            PAPER_SECONDS_PER_ITERATION[task]] + [_f(last.get(k)) for k in HEADER[9:13]] + [str(run_dir)]
+
+
+def _previous_rows(csv_path, tasks):
+    """Rows of an earlier fig5.csv for the tasks not run now (so the panels can be run one at a time)."""
+    import csv
+
+    if not csv_path.exists():
+        return []
+    with open(csv_path, newline="") as f:
+        rows = [r for r in csv.reader(f)][1:]
+    return [r for r in rows if r and r[0] not in tasks and Path(r[-1], "metrics.csv").exists()]
+
+
+def _plot(table, png):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    tasks = [t for t in PANEL if any(r[0] == t for r in table)]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for r in table:
+            if r[0] != task:
+                continue
+            y = "return_best" if r[3] == "cmaes" else "return_mean"
+            pts = [(int(m["iteration"]), float(m[y])) for m in _metrics_rows(r[-1]) if m.get(y) not in (None, "")]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{r[1]}: {r[2]} ({r[3]}, {y})")
+        ax.set_title(f"({PANEL[task]}) {task}")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("episode return")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def run(args):
     from ..agents.config import load_config
     from .throughput import mujoco_available
 
@@ -111,9 +157,9 @@ def run(args):
     d = out_dir(args.out, "fig5")
     runs = d / "runs"
     paths = {"swimmer": args.swimmer_config, "spider": args.spider_config}
-    cases = [(task, load_config(paths[task])) for task in ("swimmer", "spider") if task in args.tasks]
+    cases = [(task, load_config(paths[task])) for task in PANEL if task in args.tasks]
     mujoco = not args.no_mujoco and mujoco_available()
-    table, curves = [], []
+    table = []
     for task, cfg in cases:
         cfg = _scaled(cfg, fractions[task], args.quick)
         variants = [("pbad", cfg)]
@@ -121,37 +167,13 @@ def run(args):
             variants.append(("mujoco", _mujoco_twin(cfg, _env_dt(cfg.env.id, cfg.env.kwargs))))
         for engine, c in variants:
             print(f"fig5: {task} / {engine}: {c.algo} on {c.env.id} ...", flush=True)
-            run_dir, final, rows = _train(c, runs)
-            iterations = len(rows)
-            wall = float(rows[-1]["wall_time"])
-            table.append([task, engine, c.env.id, c.algo, iterations, int(final["env_steps"]), wall,
-                          wall / iterations, PAPER_SECONDS_PER_ITERATION[task], _f(final.get("return_best")),
-                          _f(final.get("return_mean")), _f(final.get("distance_best")),
-                          _f(final.get("distance_mean")), str(run_dir)])
-            curves.append((task, engine, c.algo, rows))
-    header = ["task", "engine", "env", "algo", "iterations", "env_steps", "wall_s", "s_per_iteration",
-              "paper_s_per_iteration", "return_best", "return_mean", "distance_best", "distance_mean", "run_dir"]
-    write_csv(d / "fig5.csv", table, header)
-    print_table([r[:-1] for r in table], header[:-1],
+            run_dir, rows = _train(c, runs)
+            table.append(_row(task, engine, c, run_dir, rows))
+    table = sorted(_previous_rows(d / "fig5.csv", args.tasks) + table, key=lambda r: list(PANEL).index(r[0]))
+    write_csv(d / "fig5.csv", table, HEADER)
+    print_table([r[:-1] for r in table], HEADER[:-1],
                 title=f"PBAD Figure 5 — controller optimisation ({machine()}, {stamp()})")
-
-    tasks = [t for t, _ in cases]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for t, engine, algo, rows in curves:
-            if t != task:
-                continue
-            y = "return_best" if algo == "cmaes" else "return_mean"
-            pts = [(int(r["iteration"]), float(r[y])) for r in rows if r.get(y) not in (None, "")]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{engine} ({algo}, {y})")
-        ax.set_title(f"({PANEL[task]}) {task}")
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("episode return")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(d / "fig5.png", dpi=110)
-    plt.close(fig)
+    _plot(table, d / "fig5.png")
     print(f"\nwrote {d / 'fig5.csv'}, {d / 'fig5.png'} and the run folders under {runs}")
     return 0
 
