@@ -116,6 +116,8 @@ class PPOConfig:
     """clip scaled rewards to ±clip_reward"""
     eval_episodes: int = 0
     """deterministic evaluation episodes after each iteration (0: none)"""
+    init_log_std: float = 0.0
+    """initial log standard deviation of the Gaussian policy (state-independent; 0: σ = 1 on [-1, 1] actions)"""
     torch_threads: int = 1
     """torch intra-op threads (1: the environments use the other cores)"""
 

@@ -156,7 +156,7 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
 
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    model = ActorCritic(obs_dim, act_dim, p.hidden).to(device)
+    model = ActorCritic(obs_dim, act_dim, p.hidden, p.init_log_std).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=p.learning_rate, eps=1e-5)
     obs_rms, ret_rms = RunningStats(obs_dim), RunningStats(())
     state = {"iteration": 0, "env_steps": 0, "wall_time": 0.0, "best_return": -np.inf,

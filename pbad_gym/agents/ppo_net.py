@@ -32,11 +32,11 @@ def mlp(n_in, hidden, n_out, out_gain):
 class ActorCritic(nn.Module):
     """Actor mean μ(o) (n, act_dim), log-std (act_dim,), critic V(o) (n,), on normalised observations (n, obs_dim)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden=(64, 64)):
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(64, 64), init_log_std: float = 0.0):
         super().__init__()
         self.critic = mlp(obs_dim, hidden, 1, 1.0)
         self.actor_mean = mlp(obs_dim, hidden, act_dim, 0.01)
-        self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
+        self.actor_logstd = nn.Parameter(torch.full((act_dim,), float(init_log_std)))
 
     def value(self, obs):
         return self.critic(obs).squeeze(-1)
