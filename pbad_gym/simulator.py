@@ -290,8 +290,7 @@ class Simulator:
         self._kin = forward_kinematics(self.body, q_new)
         self.time += self.dt
         return {k: info[k] for k in ("iterations", "grad_norm", "converged", "contacts", "lcp_iterations",
-                                     "lcp_residual", "lcp_converged", "sqp_iterations", "sqp_converged",
-                                     "kkt_residual")}
+                                     "lcp_residual", "lcp_converged", "sqp_iterations", "sqp_converged")}
 
     def _step_pbad(self, tau):
         q_new, res = pbad_step(self.body, self._q_prev, self._q, tau, self.dt, self.forces,

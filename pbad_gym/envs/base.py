@@ -277,7 +277,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
                      for k, v in after.items()}
         self._last_summary = after
-        for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations", "kkt_residual"):
+        for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):
             if key in res:
                 info[key] = to_numpy(res[key])
         info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
