@@ -221,10 +221,12 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     residual, ∞-norm, in mixed units of λ [N s] and w [m/s]). optimizer, max_iter, tol, hessian: the PBAD step's.
     kin_prev / kin_cur: kinematics of q_prev / q_cur when already known.
 
-    Returns (q_next (B, nq), info, new_state). info: "iterations", "grad_norm", "converged" (the PBAD
-    optimiser's, (B,)), "lm" (its LMResult), "contacts" (B,) int, "lcp_iterations" (B,) int, "lcp_residual"
-    (B,) ∞-norm natural-map residual, "lcp_converged" (B,) bool, "impulse" (B, S, 3) [N s] and "v" (B, nv)
-    the post-impulse velocity.
+    Returns (q_next (B, nq), info, new_state). info: "iterations", "grad_norm" (the PBAD optimiser's, (B,)),
+    "converged" (B,) (the optimiser's and the contact iteration's), "lm" (its LMResult), "contacts" (B,) int,
+    "lcp_iterations" (B,) int (sweeps summed over the LCP passes), "lcp_residual" (B,) ∞-norm natural-map
+    residual and "lcp_converged" (B,) bool of the last pass, "sqp_iterations" (B,) LCP passes and
+    "sqp_converged" (B,) (see :func:`_sequential_lcp`), "impulse" (B, S, 3) [N s] and "v" (B, nv) the
+    post-impulse velocity.
     """
     params = ImpulseContact() if params is None else params
     if not isinstance(params, ImpulseContact):
@@ -262,9 +264,11 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     c = slots.shape[1]
     info["contacts"] = counts
     zeros_b = xp.zeros(B, dtype=dtype)
+    full = {"lcp_iterations": xp.zeros(B, dtype=np.int64), "lcp_residual": zeros_b,
+            "lcp_converged": xp.ones(B, dtype=bool), "sqp_iterations": xp.zeros(B, dtype=np.int64),
+            "sqp_converged": xp.ones(B, dtype=bool)}
     if c == 0:
-        info.update(lcp_iterations=xp.zeros(B, dtype=np.int64), lcp_residual=zeros_b,
-                    lcp_converged=xp.ones(B, dtype=bool), impulse=xp.zeros_like(state.impulse), v=v_tilde)
+        info.update(full, impulse=xp.zeros_like(state.impulse), v=v_tilde)
         return q_tilde, info, ImpulseState(xp.zeros_like(state.impulse))
     nv = body.nv
     Jc = _gather(contact_jacobian(body, kin_cur, P), slots)  # (B, c, 3, nv)
@@ -281,9 +285,6 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
         dict(method=lcp_method, order=lcp_order, max_iter=int(lcp_iterations), tol=lcp_tol, omega=lcp_omega))
     q_next, v = q_tilde.copy(), v_tilde.copy()
     q_next[rows], v[rows] = q_c, v_c
-    full = {"lcp_iterations": xp.zeros(B, dtype=np.int64), "lcp_residual": zeros_b,
-            "lcp_converged": xp.ones(B, dtype=bool), "sqp_iterations": xp.zeros(B, dtype=np.int64),
-            "sqp_converged": xp.ones(B, dtype=bool)}
     for k, val in stats.items():
         full[k][rows] = val
     lam_all = xp.zeros((B, 3 * c), dtype=dtype)
