@@ -11,4 +11,5 @@ BENCHMARKS = {
     "throughput": "pbad_gym.bench.throughput",
     "search": "pbad_gym.bench.search",
     "fig5": "pbad_gym.bench.fig5",
+    "envchecks": "pbad_gym.bench.envchecks",
 }
