@@ -42,6 +42,8 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="seed of CMA-ES and of the env resets (default 0)")
     p.add_argument("--tasks", nargs="+", choices=("walk", "swim"), default=["walk", "swim"],
                    help="which searches to run (default both)")
+    p.add_argument("--envs", nargs="+", choices=[n for n, _ in WALKERS + SWIMMERS], default=None,
+                   help="only these envs of the chosen tasks (default all)")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo envs even if installed")
 
 
@@ -229,14 +231,14 @@ def run(args):
     rows, curves = [], {}
     if "walk" in args.tasks:
         for name, env_id in WALKERS:
-            if env_id.startswith("pbad_gym/") or have_mj:
+            if (env_id.startswith("pbad_gym/") or have_mj) and (args.envs is None or name in args.envs):
                 best, mean, dt, steps, wall, hist, fine = walk_search(env_id, args, iterations, popsize, seconds)
                 rows.append(("walk open-loop", name, dt, steps, steps * dt, best, mean, "m/s", wall,
                              "" if fine is None else fine))
                 curves[name] = hist
     if "swim" in args.tasks:
         for name, env_id in SWIMMERS:
-            if env_id.startswith("pbad_gym/") or have_mj:
+            if (env_id.startswith("pbad_gym/") or have_mj) and (args.envs is None or name in args.envs):
                 best, mean, dt, steps, wall, hist = swim_search(env_id, args, iterations, popsize, swim_steps)
                 rows.append(("swim linear tanh", name, dt, steps, steps * dt, best, mean, "m", wall, ""))
                 curves[name] = hist

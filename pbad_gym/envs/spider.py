@@ -242,11 +242,11 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
     terminate_when_unhealthy=True, healthy_z_range=(0.2, 1.0) [m], healthy_up_min=0.0,
     contact_force_range=(-1.0, 1.0) [N], reset_noise_scale=0.1, exclude_current_positions_from_observation=True,
     include_contact_forces_in_observation=True, init_height=None [m], dt=0.05 [s], order=2, optimizer="lm",
-    max_iter=100 (random actions on this light, strong body need up to ~75 LM iterations), tol=1e-7 [rad],
-    contact_model="penalty" | "impulse", lcp_method="pgs" | "amgs" | "block_pgs",
-    lcp_iterations=50, lcp_tol=1e-6 [N s], device="cpu", dtype=np.float64, render_mode=None | "rgb_array",
-    nonfinite_action="raise" | "zero", max_unconverged_steps=10, render_width=320, render_height=240,
-    render_num_envs=4.
+    max_iter=100 (random actions on this light, strong body need up to ~75 LM iterations), tol=None [rad]
+    (per dtype: 1e-7 in float64, 1e-5 in float32), contact_model="penalty" | "impulse",
+    lcp_method="block_pgs" | "pgs" | "amgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6 [N s],
+    device="cpu", dtype=np.float64, render_mode=None | "rgb_array", nonfinite_action="raise" | "zero",
+    max_unconverged_steps=10, divergence_safety=3, render_width=320, render_height=240, render_num_envs=4.
 
     ## Version history
     v1: Ant-v5's dynamics, not only its geometry — density 1000 -> 5 kg/m³ (182 kg -> 0.91 kg), joint armature

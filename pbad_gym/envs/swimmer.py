@@ -130,9 +130,10 @@ class SwimmerV1VectorEnv(SwimmerVectorEnv):
     num_envs=1, max_episode_steps=1000, joint_range=np.deg2rad(100) [rad] (symmetric hinge range; None: no
     range), limit_stiffness=3000.0 [N m/rad] (0: limits off), forward_reward_weight=1.0, ctrl_cost_weight=1e-4,
     reset_noise_scale=0.1, exclude_current_positions_from_observation=True, gear=30.0 [N m], drag=(0.1, 10.0)
-    (axial, normal) [1/s], dt=0.05 [s], order=2, optimizer="lm", max_iter=50, tol=1e-7 [rad], device="cpu",
-    dtype=np.float64, render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
-    render_width=320, render_height=240, render_num_envs=4.
+    (axial, normal) [1/s], dt=0.05 [s], order=2, optimizer="lm", max_iter=50, tol=None [rad] (per dtype: 1e-7
+    in float64, 1e-5 in float32), device="cpu", dtype=np.float64, render_mode=None | "rgb_array",
+    nonfinite_action="raise" | "zero", max_unconverged_steps=10, divergence_safety=3, render_width=320,
+    render_height=240, render_num_envs=4.
 
     info (per sub-environment): reward_forward, reward_ctrl, x_position and y_position (of the centre of mass:
     Swimmer-v5 reports the head's), distance_from_origin, x_velocity, y_velocity (centre of mass), iterations,
