@@ -15,7 +15,8 @@ def add_arguments(parser):
     parser.add_argument("--quick", action="store_true", help="short run: two sizes, mass ratio 1 only")
     parser.add_argument("--tol", type=float, default=1e-6, help="target relative residual (default 1e-6)")
     parser.add_argument("--max-iter", type=int, default=500, help="sweep limit (default 500)")
-    parser.add_argument("--omegas", type=float, nargs="+", default=[1.2, 1.4], help="PSOR ω values (AMGS matched; default 1.2 1.4)")
+    parser.add_argument("--omegas", type=float, nargs="+", default=[1.2, 1.4],
+                        help="PSOR ω values (AMGS matched; default 1.2 1.4)")
     parser.add_argument("--mass-ratio", type=float, default=1e3, help="the ill-conditioned mass ratio")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -95,7 +96,8 @@ def run(args) -> int:
                            and r[6] == w and r[7] == form]
                     x, y = zip(*sorted(pts))
                     ax.plot(x, y, ls, marker="o", label=f"{meth}{'' if meth == 'pgs' else f' ω={w}'} {form}")
-            ax.set(title=f"{variant}, mass ratio {ratio:g}", xlabel="rows m", ylabel=f"sweeps to rel. res. {args.tol:g}")
+            ax.set(title=f"{variant}, mass ratio {ratio:g}", xlabel="rows m",
+                   ylabel=f"sweeps to rel. res. {args.tol:g}")
             ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "amgs_sweeps.png", dpi=120)

@@ -43,7 +43,8 @@ def _fmt(x):
 
 def machine() -> str:
     """A short description of this machine for BENCHMARKS.md (no hostnames)."""
-    return f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}"
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"{platform.machine()} {os.cpu_count()} cores, {python}"
 
 
 def stamp() -> str:

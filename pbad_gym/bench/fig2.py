@@ -1,8 +1,9 @@
 """PBAD paper Figure 2: energy behaviour and cost of PBAD order 2 vs explicit baselines on swinging chains.
 
 (a) total energy over time, 10-link chain released horizontal at rest, dt = 0.0025 s: PBAD order 2 and order 3
-    (collocation), explicit Euler, semi-implicit Euler, RK4; (b) the same with 100 links (2.5 s by default); (c) wall time to simulate 10 s of the 10-link chain for
-    dt in {0.001, ..., 0.05}, PBAD vs semi-implicit Euler, marking unstable runs (semi-implicit Euler's dt is
+    (collocation), explicit Euler, semi-implicit Euler, RK4; (b) the same with 100 links (2.5 s by default); (c) wall
+    time to simulate 10 s of the 10-link chain for dt in {0.001, ..., 0.05}, PBAD vs
+    semi-implicit Euler, marking unstable runs (semi-implicit Euler's dt is
     halved further until it is stable, to find its largest stable dt); plus PBAD's energy loss at each dt
     and env-steps/s of the 10-link chain at batch 1, 256 and 1024.
 """

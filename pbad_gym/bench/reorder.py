@@ -79,7 +79,8 @@ def run(args) -> int:
         key = its * 1e30 + h[:, -1]  # fewest sweeps, then smallest final error
         best, worst, default = int(np.argmin(key)), int(np.argmax(key)), 0  # perms[0] is the identity
         curves = {"default": h[default], "best": h[best], "worst": h[worst]}
-        label = {"default": "Default", "best": f"Best {perms[best].tolist()}", "worst": f"Worst {perms[worst].tolist()}"}
+        label = {"default": "Default", "best": f"Best {perms[best].tolist()}",
+                 "worst": f"Worst {perms[worst].tolist()}"}
         for name, colr in (("default", "k"), ("best", "tab:blue"), ("worst", "tab:red")):
             ax2[col].semilogy(np.arange(1, K + 1), curves[name], color=colr, label=label[name])
         counts = np.bincount(its, minlength=K + 2)

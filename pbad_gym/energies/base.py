@@ -10,7 +10,8 @@ class LinkTerms(NamedTuple):
     """An energy expressed on link poses.
 
     value (B,) [J]; G (B, L, 3, 3) = ∂E/∂R_i; f (B, L, 3) = ∂E/∂t_i [N]; K the Gauss-Newton spatial quadratic form
-    ((B, L, 6, 6) or kinematics.Moments) (or None when the term is linear in the pose). Derivative fields are None for value-only calls.
+    ((B, L, 6, 6) or kinematics.Moments) (or None when the term is linear in the pose). Derivative fields are None
+    for value-only calls.
     """
 
     value: object

@@ -106,7 +106,8 @@ def coulomb_point_terms(P, anchor, active, normal_force, mu, eps, derivatives):
     xh = x * inv[..., None]
     slip = (s >= eps)[..., None, None]
     # above ε the Huber term is ‖x‖: its Hessian (1 − x̂x̂ᵀ)/‖x‖ is singular along x̂, which is the sliding direction
-    H[..., :2, :2] = (k * inv)[..., None, None] * (xp.eye(2, dtype=P.dtype) - slip * xh[..., :, None] * xh[..., None, :])
+    outer = xh[..., :, None] * xh[..., None, :]
+    H[..., :2, :2] = (k * inv)[..., None, None] * (xp.eye(2, dtype=P.dtype) - slip * outer)
     return val, g, H
 
 

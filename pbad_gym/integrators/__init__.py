@@ -4,5 +4,7 @@ from .pbad import HESSIANS, OPTIMIZERS, StepData, pbad_step, prepare_step, step_
 
 INTEGRATORS = ("pbad",) + tuple(EXPLICIT)
 
-__all__ = ["EXPLICIT", "INTEGRATORS", "HESSIANS", "OPTIMIZERS", "StepData", "euler", "rk4", "semi_implicit_euler", "pbad_step",
-           "prepare_step", "step_energy"]
+__all__ = [
+    "EXPLICIT", "INTEGRATORS", "HESSIANS", "OPTIMIZERS", "StepData", "euler", "rk4", "semi_implicit_euler",
+    "pbad_step", "prepare_step", "step_energy",
+]

@@ -297,7 +297,8 @@ def _objective(body, x, data, n):
     r, J = r.reshape(B, N), Jr.reshape(B, N, N)
     w = 1.0 / xp.tile(data.D, (1, n))
     wr = w * r
-    return 0.5 * xp.sum(r * wr, -1), (xp.swapaxes(J, -1, -2) @ wr[..., None])[..., 0], _Ctx(J, w, xp.max(xp.abs(wr), -1))
+    grad = (xp.swapaxes(J, -1, -2) @ wr[..., None])[..., 0]
+    return 0.5 * xp.sum(r * wr, -1), grad, _Ctx(J, w, xp.max(xp.abs(wr), -1))
 
 
 def _gauss_newton_factor(ctx):
