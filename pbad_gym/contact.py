@@ -1,4 +1,4 @@
-"""Impulse ground contact for PBAD (DESIGN.md §7, ``contact_model="impulse"``).
+"""Impulse ground contact for PBAD (docs/physics.md §5, ``contact_model="impulse"``).
 
 One step from (q_{k−1}, q_k) under τ:
 
@@ -212,7 +212,7 @@ def _lcp_system(J, M, v_tilde, g, valid, params, dt):
 def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, *, lcp_method="pgs",
                  lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, optimizer="lm", max_iter=None,
                  tol=1e-9, hessian="exact", kin_prev=None, kin_cur=None):
-    """One PBAD step with impulse ground contact (DESIGN.md §7) for a batch of B trajectories.
+    """One PBAD step with impulse ground contact (docs/physics.md §5) for a batch of B trajectories.
 
     body: a Body with contact spheres. q_prev, q_cur (B, nq): q_{k−1}, q_k. tau (B, nv) generalised force.
     dt [s]. forces: a ForceModel without penalty contact (``contact=None``) or a gravity vector (3,).

@@ -75,8 +75,8 @@ class Simulator:
         max_iter, tol: optimiser limits (max_iter default: 50 for LM, 500 for L-BFGS); tol is the scaled
             gradient tolerance in units of q (rad, m), default 1e-9 in float64 and 1e-5 in float32.
         hessian: "exact" or "gauss_newton".
-        order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, DESIGN.md §5).
-        contact_model: "penalty" (contact energies in the step, DESIGN.md §4) or "impulse" (a contact-free PBAD
+        order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, docs/physics.md §3).
+        contact_model: "penalty" (contact energies in the step, docs/physics.md §2) or "impulse" (a contact-free PBAD
             step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of
             :class:`pbad_gym.contact.ImpulseContact` fields or an ImpulseContact).
         lcp_method, lcp_order, lcp_omega, lcp_iterations, lcp_tol: the impulse model's LCP solver

@@ -1,4 +1,4 @@
-"""Impulse ground contact (DESIGN.md §7): resting without sinking, Coulomb stopping distance, slopes, rolling,
+"""Impulse ground contact (docs/physics.md §5): resting without sinking, Coulomb stopping distance, slopes, rolling,
 per-trajectory independence with padded contact counts, warm start, and agreement of the LCP methods.
 
 The step is driven through :func:`pbad_gym.contact.impulse_step` by a small local loop that keeps (q_prev, q)

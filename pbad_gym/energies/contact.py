@@ -1,4 +1,4 @@
-"""Ground contact as energies on the body's contact spheres (paper eq. 16, DESIGN.md §4).
+"""Ground contact as energies on the body's contact spheres (paper eq. 16, docs/physics.md §2).
 
 Per sphere (centre P_s, radius r) against the plane z = h:
 - normal penalty D1/2·d², d = max(0, r − (P_s,z − h)): C¹ in q, so LM sees a continuous gradient;

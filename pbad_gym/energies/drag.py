@@ -1,4 +1,4 @@
-"""Fluid drag as an energy (DESIGN.md §4): 1/(2Δt) ∫ρ (P(q) − P(q_k))ᵀ W (P(q) − P(q_k)) per link,
+"""Fluid drag as an energy (docs/physics.md §2): 1/(2Δt) ∫ρ (P(q) − P(q_k))ᵀ W (P(q) − P(q_k)) per link,
 W = R_i(q_k) C_i R_i(q_k)ᵀ with body-frame coefficients C_i = diag(c_axial, c_normal, c_normal) [1/s].
 
 Weights follow the mass density, so each coefficient is a damping rate: isotropic C = D·1 (the paper's model)

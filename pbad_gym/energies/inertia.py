@@ -1,4 +1,4 @@
-"""Inertia term of the order-2 step: 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² (DESIGN.md §4)."""
+"""Inertia term of the order-2 step: 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² (docs/physics.md §2)."""
 from __future__ import annotations
 
 from ..backend import xp_of

@@ -1,4 +1,4 @@
-"""Native batched Gymnasium environments on one Simulator (DESIGN.md §8).
+"""Native batched Gymnasium environments on one Simulator (docs/environments.md).
 
 :class:`PBADVectorEnv` is a ``gymnasium.vector.VectorEnv`` that owns one batched :class:`Simulator`; a concrete
 environment supplies a model, a reset distribution, an observation and a reward (Brax-style) through four hooks.

@@ -1,4 +1,4 @@
-"""High-order position-based collocation, order K = 3 or 4 (DESIGN.md §5, the PBAD paper's eq. 11-12).
+"""High-order position-based collocation, order K = 3 or 4 (docs/physics.md §3, the PBAD paper's eq. 11-12).
 
 Every body point moves on a degree-K polynomial in time through K+1 nodes (in units of Δt from t_k): the last
 interior node of the previous step, t_k itself, and K−1 unknown configurations at α_1 < … < α_{K−1} = 1, the

@@ -1,4 +1,4 @@
-"""Conventional baselines on M(q) q̈ = τ − h(q, q̇) (DESIGN.md §6): explicit Euler, semi-implicit Euler, RK4.
+"""Conventional baselines on M(q) q̈ = τ − h(q, q̇) (docs/physics.md §4): explicit Euler, semi-implicit Euler, RK4.
 
 Each takes (body, q (B, nq), qd (B, nv), tau (B, nv), dt [s], gravity (3,)) and returns (q, qd) after one step.
 Rotations stay on the manifold: Euler steps use q ⊕ Δt q̇; RK4 integrates q in its ambient coordinates

@@ -1,4 +1,4 @@
-"""PBAD order-2 step (DESIGN.md §4): q_{k+1} = argmin E(q) with
+"""PBAD order-2 step (docs/physics.md §2): q_{k+1} = argmin E(q) with
 
     E(q) = 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² + U(q) − τᵀ(q ⊖ q_k) + drag, contact, limits, damping,
            armature

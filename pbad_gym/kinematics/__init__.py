@@ -1,4 +1,4 @@
-"""Batched kinematics (DESIGN.md §3): rotations and vector algebra, the configuration space, forward kinematics,
+"""Batched kinematics (docs/physics.md §1): rotations and vector algebra, the configuration space, forward kinematics,
 spatial mass forms, and the chain rule from link-pose derivatives to generalised derivatives.
 
 Shapes: B trajectories, L links, nv DOFs. Link poses R (B, L, 3, 3), t (B, L, 3) in the world frame. Each DOF j

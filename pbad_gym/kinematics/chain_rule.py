@@ -1,4 +1,4 @@
-"""The chain rule from link-pose derivatives to generalised derivatives (DESIGN.md §3-4).
+"""The chain rule from link-pose derivatives to generalised derivatives (docs/physics.md §1-2).
 
 An energy's derivatives with respect to each link's pose (∂E/∂R_i, ∂E/∂t_i, and a spatial quadratic form for the
 Gauss-Newton part) become its generalised gradient and Hessian by subtree sums projected on the DOF motion axes.

@@ -1,4 +1,4 @@
-"""Batched forward kinematics: link poses, joint frames, DOF motion axes and point Jacobians (DESIGN.md §3)."""
+"""Batched forward kinematics: link poses, joint frames, DOF motion axes and point Jacobians (docs/physics.md §1)."""
 from __future__ import annotations
 
 from typing import NamedTuple

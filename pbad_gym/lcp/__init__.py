@@ -1,4 +1,4 @@
-"""Standalone batched boxed-LCP library (DESIGN.md §7): PGS, PSOR, AMGS, block PGS; dense or matrix-free.
+"""Standalone batched boxed-LCP library (docs/physics.md §5): PGS, PSOR, AMGS, block PGS; dense or matrix-free.
 
     w = Aλ + b,  lo ≤ λ ≤ hi,  w ⟂ λ,   batch axis first, NumPy or CuPy arrays.
 

@@ -1,4 +1,4 @@
-"""Batched L-BFGS with a weak-Wolfe line search on a manifold (DESIGN.md §4).
+"""Batched L-BFGS with a weak-Wolfe line search on a manifold (docs/physics.md §2).
 
 Same protocol and conventions as :mod:`.lm`: trajectories iterate in lock-step, converged ones drop out of the
 working set (the arrays are compacted to the active trajectories by index), so each trajectory's numbers are the

@@ -1,4 +1,4 @@
-"""Batched Levenberg-Marquardt on a manifold (DESIGN.md §4).
+"""Batched Levenberg-Marquardt on a manifold (docs/physics.md §2).
 
 Trajectories iterate in lock-step; converged ones drop out of the working set (the arrays are compacted to the
 active trajectories), so each trajectory's numbers are the ones it would get alone.
