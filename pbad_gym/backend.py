@@ -5,6 +5,8 @@ same code runs on device arrays. Torch interop goes through DLPack.
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 DEVICES = ("cpu", "cuda")
@@ -66,3 +68,18 @@ def to_torch(a):
     import torch
 
     return torch.from_dlpack(a)
+
+
+def real_number(value, name, *, positive=False, nonnegative=False) -> float:
+    """``value`` as a float, checked once where an option enters: TypeError naming ``name`` unless it is a real
+    number (strings and bools are not), ValueError unless it is finite (and > 0 or >= 0 when asked)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    x = float(value)
+    if not np.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if positive and not x > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    if nonnegative and not x >= 0:
+        raise ValueError(f"{name} must be non-negative, got {value!r}")
+    return x

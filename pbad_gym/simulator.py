@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import check_dtype, get_xp, to_numpy
+from .backend import check_dtype, get_xp, real_number, to_numpy
 from .contact import CONTACT_MODELS, check_lcp_options, impulse_step, initial_state, make_impulse_contact
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model
@@ -51,8 +51,7 @@ def _check_options(integrator, optimizer, order, hessian, dt, num_envs, max_iter
         raise ValueError("collocation (order > 2) needs integrator='pbad'")
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-    if not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
+    real_number(dt, "dt (time step in seconds)", positive=True)
     if int(num_envs) != num_envs or num_envs < 1:
         raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -127,7 +126,8 @@ class Simulator:
             raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
         self.max_iter = None if max_iter is None else int(max_iter)
-        self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else float(tol)
+        self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else real_number(
+            tol, "tol (solver tolerance in rad or m)", positive=True)
         self.reset()
 
     # --- state ----------------------------------------------------------------------------------------------

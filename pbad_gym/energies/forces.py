@@ -34,7 +34,11 @@ def drag_coefficients(body, drag):
     (axial along the link frame's x axis), (3,), or an (L, 3) / (L, 2) array."""
     if drag is None:
         return None
-    c = np.asarray(drag, dtype=float)
+    try:
+        c = np.asarray(drag, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("drag must be None or non-negative drag rates in 1/s: a scalar (isotropic), (axial, normal), "
+                         f"(3,), (L, 2) or (L, 3), got {drag!r}") from None
     if c.ndim == 0:
         c = np.full(3, float(c))
     if c.shape[-1] == 2:

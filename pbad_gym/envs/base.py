@@ -159,9 +159,14 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
 
     def _gear(self):
         """Per-actuator torque scale [N m] (scalar or (n_act,)): the subclass's ``gear_value``, validated."""
-        g = np.asarray(self.gear_value, dtype=float)
-        if not (np.all(np.isfinite(g)) and np.all(g > 0)):
-            raise ValueError(f"gear must be positive, got {self.gear_value!r}")
+        n_act = len(self.actuated)
+        try:
+            g = np.asarray(self.gear_value, dtype=float)
+        except (TypeError, ValueError):
+            g = None
+        if g is None or g.shape not in ((), (n_act,)) or not (np.all(np.isfinite(g)) and np.all(g > 0)):
+            raise ValueError(f"gear must be a positive number or {n_act} positive numbers (one per actuator, "
+                             f"N m), got {self.gear_value!r}")
         return g
 
     def _sim_options(self) -> dict:
@@ -227,7 +232,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                 or a.dtype == bool:
             raise TypeError(f"action must be a real-valued (float) array of shape {shape}, got dtype {a.dtype}")
         if a.shape != shape:
-            raise ValueError(f"action must have shape {shape} (num_envs, actuators), got {a.shape}")
+            layout = "(num_envs, actuators)" if batched else "(actuators,)"
+            raise ValueError(f"action must have shape {shape} {layout}, got {a.shape}")
         a = a.astype(np.float64).reshape(self.num_envs, -1)
         bad = ~np.all(np.isfinite(a), axis=1)
         if bad.any():

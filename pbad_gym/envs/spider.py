@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import to_numpy
+from ..backend import real_number, to_numpy
 from ..energies.contact import sphere_centres
 from ..kinematics import integrate
 from ..model.robots import spider
@@ -71,21 +71,21 @@ class SpiderVectorEnv(PBADVectorEnv):
                  include_contact_forces_in_observation=False, gear=150.0, contact_stiffness=5e4,
                  friction="viscous", friction_damping=1000.0, mu=1.0, slip_velocity=0.01, limit_stiffness=1e4,
                  joint_damping=1.0, init_height=None, dt=0.02, **kwargs):
-        self.forward_reward_weight = float(forward_reward_weight)
-        self.ctrl_cost_weight = float(ctrl_cost_weight)
-        self.contact_cost_weight = float(contact_cost_weight)
-        self.healthy_reward = float(healthy_reward)
+        self.forward_reward_weight = real_number(forward_reward_weight, "forward_reward_weight")
+        self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight")
+        self.contact_cost_weight = real_number(contact_cost_weight, "contact_cost_weight")
+        self.healthy_reward = real_number(healthy_reward, "healthy_reward")
         self.terminate_when_unhealthy = bool(terminate_when_unhealthy)
-        lo, hi = (float(x) for x in healthy_z_range)
+        lo, hi = (real_number(x, "healthy_z_range") for x in healthy_z_range)
         if not lo < hi:
             raise ValueError(f"healthy_z_range must be (low, high) with low < high, got {healthy_z_range!r}")
         self.healthy_z_range = (lo, hi)
-        self.healthy_up_min = float(healthy_up_min)
-        clo, chi = (float(x) for x in contact_force_range)
+        self.healthy_up_min = real_number(healthy_up_min, "healthy_up_min")
+        clo, chi = (real_number(x, "contact_force_range") for x in contact_force_range)
         if not clo < chi:
             raise ValueError(f"contact_force_range must be (low, high) with low < high, got {contact_force_range!r}")
         self.contact_force_range = (clo, chi)
-        self.reset_noise_scale = float(reset_noise_scale)
+        self.reset_noise_scale = real_number(reset_noise_scale, "reset_noise_scale")
         if not self.reset_noise_scale >= 0:
             raise ValueError(f"reset_noise_scale must be non-negative, got {reset_noise_scale!r}")
         self.exclude_positions = bool(exclude_current_positions_from_observation)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import real_number
 from ..kinematics import integrate
 from ..model.robots import swimmer
 from .base import PBADEnv, PBADVectorEnv
@@ -54,9 +55,9 @@ class SwimmerVectorEnv(PBADVectorEnv):
     def __init__(self, num_envs=1, max_episode_steps=1000, *, forward_reward_weight=1.0, ctrl_cost_weight=1e-4,
                  reset_noise_scale=0.1, exclude_current_positions_from_observation=True, gear=30.0,
                  drag=(0.1, 10.0), dt=0.05, **kwargs):
-        self.forward_reward_weight = float(forward_reward_weight)
-        self.ctrl_cost_weight = float(ctrl_cost_weight)
-        self.reset_noise_scale = float(reset_noise_scale)
+        self.forward_reward_weight = real_number(forward_reward_weight, "forward_reward_weight")
+        self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight")
+        self.reset_noise_scale = real_number(reset_noise_scale, "reset_noise_scale")
         if not self.reset_noise_scale >= 0:
             raise ValueError(f"reset_noise_scale must be non-negative, got {reset_noise_scale!r}")
         self.exclude_positions = bool(exclude_current_positions_from_observation)

@@ -1,0 +1,68 @@
+"""Configuration mistakes raise at construction, naming the argument and what it accepts, instead of surfacing
+later as NumPy errors or as rows flagged diverged."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import pbad_gym  # noqa: F401
+from pbad_gym import Simulator, chain
+from pbad_gym.backend import real_number
+
+IDS = ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"]
+BAD = [
+    ({"tol": 0.0}, ValueError, "tol.*positive"),
+    ({"tol": -1.0}, ValueError, "tol.*positive"),
+    ({"tol": float("nan")}, ValueError, "tol.*finite"),
+    ({"dt": "0.05"}, TypeError, "dt.*real number.*str"),
+    ({"dt": -0.01}, ValueError, "dt.*positive"),
+    ({"gear": [1.0, 2.0]}, ValueError, r"gear must be a positive number or \d+ positive numbers \(one per actuator"),
+    ({"gear": "strong"}, ValueError, "gear must be"),
+    ({"forward_reward_weight": float("nan")}, ValueError, "forward_reward_weight must be a finite number"),
+    ({"ctrl_cost_weight": float("inf")}, ValueError, "ctrl_cost_weight must be a finite number"),
+    ({"ctrl_cost_weight": "0.1"}, TypeError, "ctrl_cost_weight must be a real number"),
+    ({"reset_noise_scale": -0.1}, ValueError, "reset_noise_scale"),
+]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("kwargs,error,message", BAD)
+def test_bad_env_arguments_are_named(env_id, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        gym.make_vec(env_id, num_envs=2, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,message", [({"healthy_reward": float("nan")}, "healthy_reward"),
+                                            ({"healthy_z_range": (0.1, float("nan"))}, "healthy_z_range"),
+                                            ({"contact_cost_weight": "x"}, "contact_cost_weight")])
+def test_bad_spider_arguments_are_named(kwargs, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        gym.make_vec("pbad_gym/Spider-v1", num_envs=1, **kwargs)
+
+
+def test_bad_drag_is_named():
+    with pytest.raises(ValueError, match="drag must be None or non-negative drag rates"):
+        gym.make_vec("pbad_gym/Swimmer-v1", num_envs=1, drag="x")
+    with pytest.raises(ValueError, match="drag"):
+        Simulator(chain(3), dt=0.01, drag=[1.0, 2.0, 3.0, 4.0])
+
+
+def test_single_env_action_shape_error_describes_the_single_env():
+    env = gym.make("pbad_gym/Swimmer-v1")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action must have shape \(3,\) \(actuators,\), got \(2,\)"):
+        env.step(np.zeros(2, np.float32))
+
+
+def test_simulator_checks_dt_and_tol_once():
+    with pytest.raises(TypeError, match="dt"):
+        Simulator(chain(2), dt="0.01")
+    with pytest.raises(ValueError, match="tol"):
+        Simulator(chain(2), dt=0.01, tol=0)
+
+
+def test_real_number():
+    assert real_number(np.float32(0.5), "x") == 0.5 and real_number(3, "x", positive=True) == 3.0
+    with pytest.raises(TypeError, match="flag must be a real number"):
+        real_number(True, "flag")
+    with pytest.raises(ValueError, match="must be non-negative"):
+        real_number(-1, "y", nonnegative=True)
