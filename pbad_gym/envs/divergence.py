@@ -8,8 +8,8 @@ Mechanical energy of a state, measured from a floor so that it is non-negative,
 the actuators and of gravity's unbounded part; damping, drag, friction and contact impulses dissipate. Bounds on
 that power from the state alone:
 
-- actuators: P = τᵀq̇ ≤ ‖τ‖_{M⁻¹} ‖q̇‖_M ≤ c_act √(2·KE) with c_act = Σ_j gear_j √((M⁻¹)_jj) over the actuated
-  DOFs (|τ_j| ≤ gear_j; triangle inequality in the M⁻¹ norm);
+- actuators: P = τᵀq̇ ≤ ‖τ‖_{M⁻¹} ‖q̇‖_M ≤ c_act √(2·KE) with c_act² = Σ_ij gear_i gear_j |(M⁻¹)_ij| over the
+  actuated DOFs (|τ_j| ≤ gear_j bounds τᵀM⁻¹τ term by term);
 - gravity: its vertical part is a potential bounded below by the ground: the centre of mass cannot sink more
   than the body's reach (:func:`body_reach`, a configuration-free bound on the distance between any two of its
   points) below the ground plane, so z_floor = ground − reach. Without a ground (or for a horizontal part)
@@ -104,8 +104,9 @@ class EnergyBudget:
         kin = sim.kinematics()
         M = crba(body, q, kin)
         ke = to_numpy(0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)).astype(np.float64)
-        Minv_diag = xp.diagonal(xp.linalg.inv(M), axis1=-2, axis2=-1)[:, self.actuated]
-        c = to_numpy(xp.sqrt(xp.maximum(Minv_diag, 0.0))).astype(np.float64) @ self.gear + self.c_gravity
+        act = self.actuated
+        Minv = to_numpy(xp.linalg.inv(M)[:, act[:, None], act[None, :]]).astype(np.float64)
+        c = np.sqrt(np.einsum("i,bij,j->b", self.gear, np.abs(Minv), self.gear)) + self.c_gravity
         K = ke.copy()
         if sim.forces.limit_stiffness > 0:
             K += to_numpy(limit_terms(body, q, sim.forces.limit_stiffness, derivatives=False).value)
