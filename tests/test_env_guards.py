@@ -167,6 +167,13 @@ def test_float32_converges_at_the_default_tolerance(env_id, B, T):
     assert np.mean(unconverged) <= 0.01
 
 
+@pytest.mark.slow
+def test_float32_spider_v1_converges_at_the_default_tolerance():
+    if "pbad_gym/Spider-v1" not in gymnasium.registry:
+        pytest.skip("pbad_gym/Spider-v1 not registered")
+    test_float32_converges_at_the_default_tolerance("pbad_gym/Spider-v1", 8, 150)
+
+
 # --- LCP options ---------------------------------------------------------------------------------------------------
 def test_envs_accept_every_lcp_method_and_validate_omega():
     for method in METHODS:
