@@ -87,8 +87,8 @@ def impulse_row(env_id, method, args):
     g = np.array(gains)
     p = sim.impulse.sqp_iterations
     return [env_id, method, p, float(np.nanmax(g)), int(np.sum(g > 1e-6)), float(np.nansum(np.maximum(g, 0))),
-            float(np.nanmax(np.where(np.array(deep), np.nan, g))), float(np.nanmean(sweeps)), float(np.nanmean(capped)), float(np.nanmean(passes)),
-            float(1 - np.mean(conv)), secs]
+            float(np.nanmax(np.where(np.array(deep), np.nan, g))), float(np.nanmean(sweeps)),
+            float(np.nanmean(capped)), float(np.nanmean(passes)), float(1 - np.mean(conv)), secs]
 
 
 def float32_rows(env_id, args):
