@@ -187,6 +187,8 @@ def test_envs_accept_every_lcp_method_and_validate_omega():
             SpiderVectorEnv(num_envs=1, contact_model="impulse", lcp_method="psor", lcp_omega=bad)
     with pytest.raises(ValueError, match="lcp_omega"):
         SpiderVectorEnv(num_envs=1, contact_model="impulse", lcp_method="block_pgs", lcp_omega=1.3)
+    with pytest.raises(ValueError, match="lcp_omega"):  # checked with penalty contact too, where it is unused
+        SpiderVectorEnv(num_envs=1, lcp_method="pgs", lcp_omega=2.5)
 
 
 def test_lcp_omega_changes_amgs():

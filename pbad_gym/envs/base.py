@@ -34,7 +34,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ..backend import check_dtype, to_numpy
-from ..contact import CONTACT_MODELS
+from ..contact import CONTACT_MODELS, check_lcp_options
 from ..integrators import OPTIMIZERS
 from ..integrators.collocation import ORDERS as COLLOCATION_ORDERS
 from ..kinematics import matvec
@@ -121,6 +121,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
         options = self._sim_options()
         validate_solver_options(order, optimizer, contact_model, lcp_method, options.get("contact") is not None)
+        check_lcp_options(lcp_method, "default", lcp_iterations, lcp_tol, lcp_omega)  # also when unused (penalty)
         if contact_model != "penalty":
             options.update(contact_model=contact_model, lcp_method=lcp_method, lcp_omega=lcp_omega,
                            lcp_iterations=lcp_iterations, lcp_tol=lcp_tol)
