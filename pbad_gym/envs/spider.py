@@ -55,8 +55,9 @@ class SpiderVectorEnv(PBADVectorEnv):
     friction="viscous" | "coulomb", friction_damping=1000.0 [N s/m], mu=1.0 (Coulomb and impulse friction),
     slip_velocity=0.01 [m/s] (Coulomb smoothing: sticking below it), limit_stiffness=1e4 [N m/rad],
     joint_damping=1.0 [N m s/rad], init_height=None, dt=0.02 [s], order=2, optimizer="lm", max_iter=50,
-    tol=1e-7 [rad], contact_model="penalty" | "impulse" (velocity-level LCP, when the Simulator has it),
-    lcp_method="pgs" | "amgs" | "block_pgs", lcp_iterations=50, lcp_tol=1e-6 [N s] (impulse only), device="cpu", dtype=np.float64,
+    tol=None (1e-7 rad in float64, 1e-5 in float32), contact_model="penalty" | "impulse" (velocity-level LCP),
+    lcp_method="block_pgs" | "pgs" | "psor" | "amgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6 [N s]
+    (impulse only), device="cpu", dtype=np.float64,
     render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
     render_width=320, render_height=240, render_num_envs=4.
 
