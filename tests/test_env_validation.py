@@ -66,3 +66,16 @@ def test_real_number():
         real_number(True, "flag")
     with pytest.raises(ValueError, match="must be non-negative"):
         real_number(-1, "y", nonnegative=True)
+
+
+def test_reset_step_info_reports_the_reset_state():
+    env = gym.make_vec("pbad_gym/Swimmer-v1", num_envs=2, max_episode_steps=2)
+    env.reset(seed=0)
+    native = env.unwrapped if hasattr(env, "unwrapped") else env
+    for _ in range(2):
+        env.step(np.full((2, 3), 0.5, np.float32))
+    _, reward, _, _, info = env.step(np.full((2, 3), 0.5, np.float32))  # the autoreset step
+    com = native.centre_of_mass(native.sim.kinematics())
+    np.testing.assert_array_equal(reward, 0.0)
+    np.testing.assert_array_equal(info["x_position"], com[:, 0])
+    assert np.all(info["x_position"] != 0.0)

@@ -380,6 +380,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             for key, val in info.items():
                 if val.dtype.kind == "f":
                     info[key] = np.where(pending, 0.0, val)
+            for key, val in self._reset_info(pending).items():  # a reset step reports the reset state (Gymnasium)
+                info[key] = np.where(pending, val, info[key])
             info["diverged"] = info["diverged"] & ~pending
         self._needs_reset = terminated | truncated
         info["action_sanitised"] = sanitised
