@@ -49,3 +49,15 @@ def machine() -> str:
 
 def stamp() -> str:
     return time.strftime("%Y-%m-%d")
+
+
+def mujoco_available() -> bool:
+    """Whether Gymnasium's MuJoCo environments can be made here (the optional ``mujoco`` extra)."""
+    try:
+        import gymnasium
+        import mujoco  # noqa: F401
+
+        gymnasium.make("Swimmer-v5").close()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means the extra is unusable here
+        return False

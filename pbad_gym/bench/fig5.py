@@ -17,7 +17,7 @@ import dataclasses
 import importlib
 from pathlib import Path
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 PAPER_SECONDS_PER_ITERATION = {"swimmer": 12.0, "spider": 27.0}
 PANEL = {"swimmer": "a", "spider": "b"}  # the paper's Figure 5 panels
@@ -147,7 +147,6 @@ def _plot(table, png):
 
 def run(args):
     from ..agents.config import load_config
-    from .throughput import mujoco_available
 
     fractions = {"swimmer": args.fraction,
                  "spider": args.fraction if args.spider_fraction is None else args.spider_fraction}

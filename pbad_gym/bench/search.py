@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 WALKERS = (("Spider-v1", "pbad_gym/Spider-v1"), ("Ant-v5", "Ant-v5"))
 SWIMMERS = (("Swimmer-v1", "pbad_gym/Swimmer-v1"), ("Swimmer-v5", "Swimmer-v5"))
@@ -45,17 +45,6 @@ def add_arguments(p):
     p.add_argument("--envs", nargs="+", choices=[n for n, _ in WALKERS + SWIMMERS], default=None,
                    help="only these envs of the chosen tasks (default all)")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo envs even if installed")
-
-
-def mujoco_available():
-    try:
-        import gymnasium
-        import mujoco  # noqa: F401
-
-        gymnasium.make("Swimmer-v5").close()
-        return True
-    except Exception:  # noqa: BLE001 - any failure means the extra is unusable here
-        return False
 
 
 def oscillator(x, n_act, fmin, fmax):

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 BATCHES = (1, 16, 64, 256, 1024)
 PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"),
@@ -84,17 +84,6 @@ def time_mujoco(env_id, batch, seconds, seed=0):
     dt = env.unwrapped.dt if batch == 1 else env.envs[0].unwrapped.dt
     env.close()
     return rate, dt
-
-
-def mujoco_available():
-    try:
-        import gymnasium
-        import mujoco  # noqa: F401
-
-        gymnasium.make("Swimmer-v5").close()
-        return True
-    except Exception:  # noqa: BLE001 - any failure means the extra is unusable here
-        return False
 
 
 def run(args):
