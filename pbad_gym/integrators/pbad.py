@@ -56,8 +56,8 @@ class StepData(NamedTuple):
 def prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev=None, kin_cur=None, contact=None):
     """StepData for the step from (q_{k−1}, q_k) under generalised force tau (B, nv) and ``forces``
     (a ForceModel, or a gravity vector). Kinematics of either configuration may be passed in when already known;
-    ``contact`` is the
-    lagged contact state of q_k (computed here when the force model has contact and none is given)."""
+    ``contact`` is the lagged contact state of q_k (computed here when the force model has contact and none is
+    given)."""
     xp = xp_of(q_cur)
     forces = as_force_model(forces)
     kin_prev = forward_kinematics(body, q_prev) if kin_prev is None else kin_prev

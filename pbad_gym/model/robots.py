@@ -30,8 +30,8 @@ def swimmer(n_links: int = 4, link_length: float = 1.0, radius: float = 0.1, den
     at the end of the previous one, so the swimmer undulates in the horizontal plane. At q = 0 it lies along −x
     with its head, the base link, in front (as Gymnasium's Swimmer, whose torso leads): link i spans x in
     [−(i+1)·L, −i·L]. Every capsule's segment lies on its link's x axis, the drag model's axial direction.
-    Proportions follow Gymnasium's Swimmer-v5 (1 m capsules of
-    radius 0.1 m, density 1000 kg/m³). ``joint_range`` (rad): symmetric hinge range for limits, or None.
+    Proportions follow Gymnasium's Swimmer-v5 (1 m capsules of radius 0.1 m, density 1000 kg/m³).
+    ``joint_range`` (rad): symmetric hinge range for limits, or None.
     """
     if int(n_links) != n_links or n_links < 2:
         raise ValueError(f"n_links must be an integer >= 2, got {n_links!r}")

@@ -61,8 +61,7 @@ def _two_loop(g, S, Y, rho, count, head, h0):
 
     g (A, n); S, Y (A, m, n), rho (A, m), count (A,), head (A,) of the active trajectories; h0 the initial inverse
     Hessian: a diagonal (A, n) or (A, 1), or a matrix (A, n, n). Slots beyond a trajectory's count contribute exact
-    zeros (q − 0·y == q), so
-    mixed counts in one batch give each trajectory its solo numbers.
+    zeros (q − 0·y == q), so mixed counts in one batch give each trajectory its solo numbers.
     """
     xp = xp_of(g)
     A, m = rho.shape
