@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from pbad_gym.integrators.collocation import prepare_collocation, residual
 from pbad_gym.kinematics import integrate
 from pbad_gym.model import Body, Joint, Link, Sphere, chain
 
@@ -67,3 +68,25 @@ def fd_hessian(f, body, q, eps=1e-4):
 
 def rel_err(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+def collocation_fd_error(body, forces, K, rng, low=False, B=2):
+    """Relative error of the collocation residual Jacobian against central differences at random nodes."""
+    n = K - 1
+    qk = random_q(body, B, rng)
+    if low:
+        qk[:, 2] = 0.03
+    qp = integrate(body, qk, -0.01 * rng.standard_normal((B, body.nv)))
+    tau = 0.01 * rng.standard_normal((B, body.nv))
+    data = prepare_collocation(body, qp, qk, tau, 0.02, forces, K)
+    X = np.stack([integrate(body, qk, 0.02 * rng.standard_normal((B, body.nv))) for _ in range(n)], 1)
+    r, Jr = residual(body, X, data)
+    eps, Jfd = 1e-6, np.zeros_like(Jr)
+    for a in range(n):
+        for j in range(body.nv):
+            e = np.zeros((B, body.nv))
+            e[:, j] = eps
+            Xp, Xm = X.copy(), X.copy()
+            Xp[:, a], Xm[:, a] = integrate(body, X[:, a], e), integrate(body, X[:, a], -e)
+            Jfd[:, :, :, a, j] = (residual(body, Xp, data, False)[0] - residual(body, Xm, data, False)[0]) / (2 * eps)
+    return np.abs(Jr - Jfd).max() / np.abs(Jfd).max()

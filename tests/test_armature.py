@@ -4,11 +4,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import BODIES, fd_gradient, fd_hessian, random_q, rel_err
+from conftest import BODIES, collocation_fd_error, fd_gradient, fd_hessian, random_q, rel_err
 
 from pbad_gym.dynamics import crba, energy, forward_dynamics, rnea
 from pbad_gym.energies import actuation_terms, armature_terms, make_force_model
-from pbad_gym.integrators.collocation import prepare_collocation, residual
 from pbad_gym.integrators.pbad import prepare_step, step_energy
 from pbad_gym.kinematics import difference, integrate
 from pbad_gym.model import Body, Joint, chain
@@ -148,19 +147,4 @@ def test_pbad_with_armature_never_gains_energy():
 def test_collocation_residual_jacobian_with_armature_and_damping(K, name):
     body = with_armature(BODIES[name](), 0.3)
     forces = make_force_model(body, damping=np.linspace(0.05, 0.3, body.nv))
-    rng = np.random.default_rng(K)
-    B, n = 2, K - 1
-    qk = random_q(body, B, rng)
-    qp = integrate(body, qk, -0.01 * rng.standard_normal((B, body.nv)))
-    data = prepare_collocation(body, qp, qk, 0.01 * rng.standard_normal((B, body.nv)), DT, forces, K)
-    X = np.stack([integrate(body, qk, 0.02 * rng.standard_normal((B, body.nv))) for _ in range(n)], 1)
-    _, Jr = residual(body, X, data)
-    eps, Jfd = 1e-6, np.zeros_like(Jr)
-    for a in range(n):
-        for j in range(body.nv):
-            e = np.zeros((B, body.nv))
-            e[:, j] = eps
-            Xp, Xm = X.copy(), X.copy()
-            Xp[:, a], Xm[:, a] = integrate(body, X[:, a], e), integrate(body, X[:, a], -e)
-            Jfd[:, :, :, a, j] = (residual(body, Xp, data, False)[0] - residual(body, Xm, data, False)[0]) / (2 * eps)
-    assert np.abs(Jr - Jfd).max() / np.abs(Jfd).max() < 1e-6
+    assert collocation_fd_error(body, forces, K, np.random.default_rng(K)) < 1e-6

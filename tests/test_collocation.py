@@ -1,13 +1,11 @@
 """Position-based collocation (order 3, 4): residual Jacobians by finite differences, convergence order."""
 import numpy as np
 import pytest
-from conftest import BODIES, random_q
+from conftest import BODIES, collocation_fd_error
 
 from pbad_gym.bench.order import final_q
 from pbad_gym.energies import make_force_model
-from pbad_gym.integrators.collocation import (basis_derivatives, collocation_nodes, prepare_collocation,
-                                              residual)
-from pbad_gym.kinematics import integrate
+from pbad_gym.integrators.collocation import basis_derivatives, collocation_nodes
 from pbad_gym.model import Body, Joint, Link, Sphere, chain
 from pbad_gym.simulator import Simulator
 
@@ -24,35 +22,14 @@ def test_nodes_are_legendre_roots_and_basis_is_exact_on_polynomials():
         np.testing.assert_allclose(W2 @ p(t), p.deriv(2)(t[2:]), rtol=1e-10)
 
 
-def _fd_jacobian_error(body, forces, K, rng, low=False, B=2):
-    n = K - 1
-    qk = random_q(body, B, rng)
-    if low:
-        qk[:, 2] = 0.03
-    qp = integrate(body, qk, -0.01 * rng.standard_normal((B, body.nv)))
-    tau = 0.01 * rng.standard_normal((B, body.nv))
-    data = prepare_collocation(body, qp, qk, tau, 0.02, forces, K)
-    X = np.stack([integrate(body, qk, 0.02 * rng.standard_normal((B, body.nv))) for _ in range(n)], 1)
-    r, Jr = residual(body, X, data)
-    eps, Jfd = 1e-6, np.zeros_like(Jr)
-    for a in range(n):
-        for j in range(body.nv):
-            e = np.zeros((B, body.nv))
-            e[:, j] = eps
-            Xp, Xm = X.copy(), X.copy()
-            Xp[:, a], Xm[:, a] = integrate(body, X[:, a], e), integrate(body, X[:, a], -e)
-            Jfd[:, :, :, a, j] = (residual(body, Xp, data, False)[0] - residual(body, Xm, data, False)[0]) / (2 * eps)
-    return np.abs(Jr - Jfd).max() / np.abs(Jfd).max()
-
-
 @pytest.mark.parametrize("K", [3, 4])
 @pytest.mark.parametrize("name", ["hinge", "free_ball", "mixed"])
 def test_residual_jacobian_gravity_actuation_drag(K, name):
     body = BODIES[name]()
     rng = np.random.default_rng(K)
-    assert _fd_jacobian_error(body, make_force_model(body), K, rng) < 1e-6
+    assert collocation_fd_error(body, make_force_model(body), K, rng) < 1e-6
     drag = rng.uniform(0.5, 3.0, (body.L, 3))
-    assert _fd_jacobian_error(body, make_force_model(body, drag=drag), K, rng) < 1e-6
+    assert collocation_fd_error(body, make_force_model(body, drag=drag), K, rng) < 1e-6
 
 
 @pytest.mark.parametrize("friction", ["viscous", "coulomb", "none"])
@@ -60,7 +37,7 @@ def test_residual_jacobian_contact(friction):
     body = chain(3, floating=True, link_length=0.2, radius=0.05)
     forces = make_force_model(body, contact=dict(stiffness=500.0, friction=friction, damping=3.0, mu=0.8,
                                                  slip_velocity=0.5))
-    assert _fd_jacobian_error(body, forces, 3, np.random.default_rng(7), low=True) < 1e-6
+    assert collocation_fd_error(body, forces, 3, np.random.default_rng(7), low=True) < 1e-6
 
 
 def test_residual_jacobian_limits_and_damping():
@@ -69,14 +46,14 @@ def test_residual_jacobian_limits_and_damping():
                  Link("b", 0, Joint("universal", range=((-0.1, -0.2), (0.1, 0.3)), damping=0.2),
                       placement=(np.eye(3), (0.2, 0, 0)), shapes=sh)])
     forces = make_force_model(body, limit_stiffness=20.0)
-    assert _fd_jacobian_error(body, forces, 3, np.random.default_rng(8)) < 1e-6
+    assert collocation_fd_error(body, forces, 3, np.random.default_rng(8)) < 1e-6
 
 
 @pytest.mark.parametrize("K", [3, 4])
 def test_residual_jacobian_damping_on_quaternion_joints(K):
     body = chain(3, floating=True, joint="ball")
     forces = make_force_model(body, damping=np.linspace(0.05, 0.3, body.nv))
-    assert _fd_jacobian_error(body, forces, K, np.random.default_rng(10)) < 1e-6
+    assert collocation_fd_error(body, forces, K, np.random.default_rng(10)) < 1e-6
 
 
 def _final_q(dt, order):
