@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .backend import xp_of
+from .arrays import xp_of
 from .dynamics import crba
 from .energies import ForceModel, sphere_centres
 from .energies.joints import limit_arrays
@@ -135,16 +135,16 @@ def check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega=
 def sphere_gaps(body, kin, height):
     """Centres P (B, S, 3) and signed gaps P_z − h − r (B, S) [m] of the contact spheres at poses ``kin``."""
     P = sphere_centres(body, kin)
-    return P, P[..., 2] - height - body.arrays(xp_of(P), P.dtype)["contact_r"]
+    return P, P[..., 2] - height - body.arrays(xp_of(P), P.dtype).contact_r
 
 
 def contact_jacobian(body, kin, P):
     """Jacobian (B, S, 3, nv) of each sphere's lowest point P − r·ẑ, rows ordered (n, t1, t2) = (z, x, y)."""
     xp = xp_of(kin.R)
     c = body.arrays(xp, kin.R.dtype)
-    link = c["contact_link"]
+    link = c.contact_link
     low = P.copy()
-    low[..., 2] -= c["contact_r"]
+    low[..., 2] -= c.contact_r
     p0 = matvec(xp.swapaxes(kin.R[:, link], -1, -2), low - kin.t[:, link])  # link-frame offsets (B, S, 3)
     _, JP = point_jacobian(body, kin, link, p0)
     return JP[:, :, [2, 0, 1], :]

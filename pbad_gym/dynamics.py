@@ -2,7 +2,7 @@
 (recursive Newton-Euler) and mechanical energy. World-frame spatial algebra, ordering (ω, v at the origin)."""
 from __future__ import annotations
 
-from .backend import xp_of
+from .arrays import xp_of
 from .kinematics import (cross, forward_kinematics, generalized_gradient, generalized_hessian, matvec,
                          motion_matrix, world_moments)
 
@@ -21,7 +21,7 @@ def crba(body, q, kin=None):
     M = generalized_hessian(body, kin, K=world_moments(body, kin))
     if body.has_armature:
         xp = xp_of(M)
-        M = M + xp.diag(body.arrays(xp, M.dtype)["armature"])
+        M = M + xp.diag(body.arrays(xp, M.dtype).armature)
     return M
 
 
@@ -47,7 +47,7 @@ def link_velocities(body, kin, qd):
     xp = xp_of(qd)
     c = body.arrays(xp, qd.dtype)
     Sq = motion_matrix(kin) * qd[..., None]
-    return c["link_dofs"] @ Sq, Sq  # each link moves with the DOFs of its ancestors and itself
+    return c.link_dofs @ Sq, Sq  # each link moves with the DOFs of its ancestors and itself
 
 
 def rnea(body, q, qd, qdd, gravity=GRAVITY, kin=None):
@@ -64,14 +64,14 @@ def rnea(body, q, qd, qdd, gravity=GRAVITY, kin=None):
     S = motion_matrix(kin)
     par = body.parent[body.dof_link]
     V_par = xp.where((par >= 0)[None, :, None], V[:, xp.maximum(xp.asarray(par), 0)], 0.0)
-    V_carrier = V_par + xp.swapaxes(c["vel_carrier"], 0, 1) @ Sq
+    V_carrier = V_par + xp.swapaxes(c.vel_carrier, 0, 1) @ Sq
     acc_dof = S * qdd[..., None] + motion_cross(V_carrier, S) * qd[..., None]
     a0 = xp.concatenate([xp.zeros(3, dtype=q.dtype), -xp.asarray(gravity, dtype=q.dtype)])
-    A = c["link_dofs"] @ acc_dof + a0
+    A = c.link_dofs @ acc_dof + a0
     I = world_moments(body, kin)
     f = I.apply(A) + force_cross(V, I.apply(V))
     tau = generalized_gradient(body, kin, f)
-    return tau + c["armature"] * qdd if body.has_armature else tau
+    return tau + c.armature * qdd if body.has_armature else tau
 
 
 def forward_dynamics(body, q, qd, tau, gravity=GRAVITY):
@@ -90,6 +90,6 @@ def energy(body, q, qd, gravity=GRAVITY):
     M = crba(body, q, kin)
     ke = 0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)
     c = body.arrays(xp, q.dtype)
-    cw = matvec(kin.R, c["c"]) + c["mass"][:, None] * kin.t
+    cw = matvec(kin.R, c.c) + c.mass[:, None] * kin.t
     pe = -xp.sum(cw @ xp.asarray(gravity, dtype=q.dtype), -1)
     return ke, pe

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import check_dtype, get_xp, real_number, to_numpy
+from .arrays import check_dtype, get_xp, real_number, to_numpy
 from .contact import CONTACT_MODELS, check_lcp_options, impulse_step, initial_state, make_impulse_contact
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model

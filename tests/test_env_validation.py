@@ -6,7 +6,7 @@ import pytest
 
 import pbad_gym  # noqa: F401
 from pbad_gym import Simulator, chain
-from pbad_gym.backend import real_number
+from pbad_gym.arrays import real_number
 
 IDS = ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"]
 BAD = [

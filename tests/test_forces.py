@@ -200,7 +200,7 @@ def test_isotropic_drag_cannot_move_the_centre_of_mass():
 def _com(body, q):
     kin = forward_kinematics(body, q)
     c = body.arrays(np, np.float64)
-    cw = np.einsum("blij,lj->bli", kin.R, c["c"]) + c["mass"][:, None] * kin.t
+    cw = np.einsum("blij,lj->bli", kin.R, c.c) + c.mass[:, None] * kin.t
     return cw.sum(1)[0] / body.total_mass
 
 

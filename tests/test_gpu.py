@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pbad_gym.backend import gpu_available, to_numpy
+from pbad_gym.arrays import gpu_available, to_numpy
 from pbad_gym.model import chain
 from pbad_gym.simulator import Simulator
 

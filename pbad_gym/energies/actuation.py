@@ -7,7 +7,7 @@ start next to q_k and move continuously), so LM sees a smooth energy.
 """
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from ..kinematics import cross, quat_conj, quat_mul, skew
 from .base import JointTerms
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from ..kinematics import matvec, skew
 from .base import LinkTerms
 
@@ -49,14 +49,14 @@ class GroundContact:
 def sphere_centres(body, kin):
     """World centres of the contact spheres (B, S, 3)."""
     c = body.arrays(xp_of(kin.R), kin.R.dtype)
-    link = c["contact_link"]
-    return kin.t[:, link] + matvec(kin.R[:, link], c["contact_p0"])
+    link = c.contact_link
+    return kin.t[:, link] + matvec(kin.R[:, link], c.contact_p0)
 
 
 def penetration(body, P, height):
     """Depth d = max(0, r − (z − h)) (B, S) of sphere centres P (B, S, 3)."""
     xp = xp_of(P)
-    r = body.arrays(xp, P.dtype)["contact_r"]
+    r = body.arrays(xp, P.dtype).contact_r
     return xp.maximum(0.0, r - (P[..., 2] - height))
 
 
@@ -127,7 +127,7 @@ def point_terms_to_links(body, P, g, H, gauss_newton=True):
     K_l = Σ Tᵀ H T with T = [−[P]×, 1] (dP = ω × P + v)."""
     xp = xp_of(P)
     c = body.arrays(xp, P.dtype)
-    inc, p0 = c["contact_inc"], c["contact_p0"]
+    inc, p0 = c.contact_inc, c.contact_p0
     B, S = P.shape[:2]
     G = (inc @ (g[..., :, None] * p0[:, None, :]).reshape(B, S, 9)).reshape(B, -1, 3, 3)
     f = inc @ g

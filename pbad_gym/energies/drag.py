@@ -7,7 +7,7 @@ damps the centre-of-mass velocity as p_{k+1} = p_k / (1 + D·Δt) whatever the j
 """
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from ..kinematics import weighted_spatial_form, world_moments
 from .base import LinkTerms
 from .inertia import affine_link_energy

@@ -1,7 +1,7 @@
 """Inertia term of the order-2 step: 1/(2Δt²) ∫ρ ‖P(q) − 2P(q_k) + P(q_{k−1})‖² (docs/physics.md §2)."""
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from ..kinematics import matvec, world_moments
 from .base import LinkTerms
 
@@ -19,7 +19,7 @@ def affine_link_energy(body, R, t, A, b, scale, derivatives, W=None):
     """
     xp = xp_of(R)
     c = body.arrays(xp, R.dtype)
-    m, cl, S = c["mass"], c["c"], c["S"]
+    m, cl, S = c.mass, c.c, c.S
     D, u = R - A, t - b
     DS, Dc = D @ S, matvec(D, cl)
     gR, gt = DS + u[..., :, None] * cl[:, None, :], Dc + m[:, None] * u  # ½ ∂/∂R, ½ ∂/∂t for W = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from ..kinematics import quat_conj, quat_mul, skew
 from .base import JointTerms
 

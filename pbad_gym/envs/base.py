@@ -33,7 +33,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ..backend import check_dtype, to_numpy
+from ..arrays import check_dtype, to_numpy
 from ..contact import CONTACT_MODELS, check_lcp_options
 from ..integrators import OPTIMIZERS
 from ..integrators.collocation import ORDERS as COLLOCATION_ORDERS
@@ -197,8 +197,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         """Centre of mass (n, 3) of the body at kinematics ``kin``."""
         b = self.body
         c = b.arrays(self.xp, self.sim.dtype)
-        m = c["mass"]
-        moment = m[None, :, None] * kin.t + matvec(kin.R, c["c"])
+        m = c.mass
+        moment = m[None, :, None] * kin.t + matvec(kin.R, c.c)
         return to_numpy(self.xp.sum(moment, 1) / b.total_mass)
 
     def _kinematics(self):

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import to_numpy
+from ..arrays import to_numpy
 from ..dynamics import crba
 from ..energies import limit_terms, sphere_centres
 from ..energies.contact import normal_point_terms

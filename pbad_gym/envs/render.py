@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import to_numpy
+from ..arrays import to_numpy
 from ..kinematics import forward_kinematics
 
 LIGHT = np.array([-0.4, -0.5, 1.0]) / np.linalg.norm([-0.4, -0.5, 1.0])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import real_number, to_numpy
+from ..arrays import real_number, to_numpy
 from ..energies.contact import sphere_centres
 from ..kinematics import integrate
 from ..model.robots import spider

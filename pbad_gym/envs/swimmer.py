@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import real_number
+from ..arrays import real_number
 from ..kinematics import integrate
 from ..model.robots import swimmer
 from .base import PBADEnv, PBADVectorEnv

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from ..dynamics import crba, forward_dynamics
 from ..energies import actuation_terms, contact_state, contact_terms, drag_weights, gravity_terms, limit_terms
 from ..energies.actuation import actuation_trivialized_correction
@@ -135,13 +135,13 @@ def residual(body, X, data, jacobian=True):
     Ru, tu = kin.R.reshape(B, n, L, 3, 3), kin.t.reshape(B, n, L, 3)
     # inertia: the pose gradient of ∫ρ P·a with the acceleration field a = A p0 + b of each node
     A2, b2 = _field(data.W2, data.R0, Ru, 1 / dt**2), _field(data.W2, data.t0, tu, 1 / dt**2)
-    G = A2 @ c["S"] + b2[..., :, None] * c["c"][:, None, :]
-    fl = matvec(A2, c["c"]) + c["mass"][:, None] * b2
+    G = A2 @ c.S + b2[..., :, None] * c.c[:, None, :]
+    fl = matvec(A2, c.c) + c.mass[:, None] * b2
     if f.drag is not None:  # drag force density −ρ W v with the polynomial velocity field
         A1, b1 = _field(data.W1, data.R0, Ru, 1 / dt), _field(data.W1, data.t0, tu, 1 / dt)
         Wn = data.W[:, None]
-        G = G + Wn @ (A1 @ c["S"] + b1[..., :, None] * c["c"][:, None, :])
-        fl = fl + matvec(Wn, matvec(A1, c["c"]) + c["mass"][:, None] * b1)
+        G = G + Wn @ (A1 @ c.S + b1[..., :, None] * c.c[:, None, :])
+        fl = fl + matvec(Wn, matvec(A1, c.c) + c.mass[:, None] * b1)
     G, fl = _flat(G), _flat(fl)
     grav = gravity_terms(body, kin, xp.asarray(f.gravity, dtype=X.dtype))
     G, fl = G + grav.G, fl + grav.f
@@ -174,7 +174,7 @@ def _joint_rate_terms(body, Xf, data, n, jacobian):
     B, nv, dt = data.q_ref.shape[0], body.nv, data.dt
     b = xp.zeros(nv, dtype=Xf.dtype) if data.forces.damping is None else xp.asarray(data.forces.damping,
                                                                                      dtype=Xf.dtype)
-    arm = body.arrays(xp, Xf.dtype)["armature"]
+    arm = body.arrays(xp, Xf.dtype).armature
     d, rq = joint_chart(body, _rep(data.q_ref, n), Xf)
     known = xp.stack([data.dprev, xp.zeros_like(data.dprev)], 1)
     dn = d.reshape(B, n, nv)
@@ -237,11 +237,11 @@ def _jacobian(body, kin, Xf, data, n, G, fl, Xg, joints, Kc_pts):
     W1u, W2u = data.W1[:, 2:], data.W2[:, 2:]  # coefficients of the unknown nodes
     mom_c, _, mom_S = mixed_moments(body, kin, kin)
     own = lambda Wu, s: xp.asarray(np.tile(np.diag(Wu), B) * s, dtype=G.dtype)  # noqa: E731
-    K = cross_spatial_form(c["mass"], mom_c, mom_c, mom_S) * own(W2u, 1 / dt**2)[:, None, None, None]
+    K = cross_spatial_form(c.mass, mom_c, mom_c, mom_S) * own(W2u, 1 / dt**2)[:, None, None, None]
     Wf = None
     if f.drag is not None:
         Wf = _rep(data.W, n)
-        K = K + cross_spatial_form(c["mass"], mom_c, mom_c, mom_S, Wf) * own(W1u, 1 / dt)[:, None, None, None]
+        K = K + cross_spatial_form(c.mass, mom_c, mom_c, mom_S, Wf) * own(W1u, 1 / dt)[:, None, None, None]
     if Kc_pts is not None:
         K = K + Kc_pts
     diag = generalized_hessian(body, kin, K=K, G=G, f=fl, X=Xg, trivialized=True) + joints.hess + \
@@ -263,9 +263,9 @@ def _cross_block(body, ka, kb, data, w2, w1, B):
     c = body.arrays(xp, ka.R.dtype)
     dt, f = data.dt, data.forces
     ca, cb, Sab = mixed_moments(body, ka, kb)
-    K = cross_spatial_form(c["mass"], ca, cb, Sab) * (w2 / dt**2)
+    K = cross_spatial_form(c.mass, ca, cb, Sab) * (w2 / dt**2)
     if f.drag is not None:
-        K = K + cross_spatial_form(c["mass"], ca, cb, Sab, data.W) * (w1 / dt)
+        K = K + cross_spatial_form(c.mass, ca, cb, Sab, data.W) * (w1 / dt)
     if f.contact is not None and f.contact.friction == "viscous":
         Pa, Pb = sphere_centres(body, ka), sphere_centres(body, kb)
         k = f.contact.damping * data.contact["active"] * (w1 / dt)
@@ -275,7 +275,7 @@ def _cross_block(body, ka, kb, data, w2, w1, B):
         Ta, Tb = xp.concatenate([-skew(Pa), eye], -1), xp.concatenate([-skew(Pb), eye], -1)
         Kp = xp.swapaxes(Ta, -1, -2) @ H @ Tb
         S = Pa.shape[1]
-        K = K + (c["contact_inc"] @ Kp.reshape(B, S, 36)).reshape(B, -1, 6, 6)
+        K = K + (c.contact_inc @ Kp.reshape(B, S, 36)).reshape(B, -1, 6, 6)
     return cross_hessian(body, ka, kb, K)
 
 

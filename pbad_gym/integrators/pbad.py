@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backend import to_numpy, xp_of
+from ..arrays import to_numpy, xp_of
 from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, contact_state, contact_terms,
                         damping_terms, drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms,
                         limit_terms)
@@ -115,7 +115,7 @@ def step_terms(body, q, data, derivatives=True):
     if f.has_damping:
         joints = joints + damping_terms(body, q, data.q_ref, f.damping, data.dt, derivatives)
     if body.has_armature:
-        armature = body.arrays(xp_of(q), q.dtype)["armature"]
+        armature = body.arrays(xp_of(q), q.dtype).armature
         joints = joints + armature_terms(body, q, data.q_pred, armature, data.dt, derivatives)
     return kin, links, joints
 
@@ -144,7 +144,7 @@ def step_hessian(body, ctx):
     H, D = generalized_hessian(body, ctx.kin, K=K.K, G=ctx.links.G if exact else None, f=ctx.links.f, X=ctx.X,
                                gn_diagonal=True)
     if body.has_armature:
-        D = D + body.arrays(xp_of(D), D.dtype)["armature"] / (dt * dt)
+        D = D + body.arrays(xp_of(D), D.dtype).armature / (dt * dt)
     return H + ctx.joints.hess, D
 
 

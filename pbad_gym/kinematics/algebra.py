@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 
 _P1, _P2 = np.array([1, 2, 0]), np.array([2, 0, 1])
 

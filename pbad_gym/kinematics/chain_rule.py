@@ -5,7 +5,7 @@ Gauss-Newton part) become its generalised gradient and Hessian by subtree sums p
 """
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from .algebra import cross, matvec
 from .spatial import Moments
 
@@ -25,7 +25,7 @@ def pose_gradient_wrench(kin, G, f):
 def generalized_gradient(body, kin, wrench):
     """∂E/∂δ (B, nv) from per-link world wrenches (B, L, 6): subtree sums projected on each DOF's axis."""
     xp = xp_of(wrench)
-    sub = body.arrays(xp, wrench.dtype)["subtree"]
+    sub = body.arrays(xp, wrench.dtype).subtree
     W = (sub @ wrench)[:, body.dof_link]  # (B, nv, 6) wrench of the subtree each DOF carries
     return xp.sum(kin.w * W[..., :3], -1) + xp.sum(kin.v * W[..., 3:], -1)
 
@@ -50,7 +50,7 @@ def generalized_hessian(body, kin, K=None, G=None, f=None, X=None, gn_diagonal=F
     """
     xp = xp_of(kin.w)
     c = body.arrays(xp, kin.w.dtype)
-    sub, weight = c["subtree"], c["hess_weight"]
+    sub, weight = c.subtree, c.hess_weight
     dl = body.dof_link
     S = motion_matrix(kin)
     B, nv, L = S.shape[0], S.shape[1], body.L
@@ -71,7 +71,7 @@ def generalized_hessian(body, kin, K=None, G=None, f=None, X=None, gn_diagonal=F
         Xk[..., :3] += matvec(Zc, kin.w) - tr * kin.w + cross(kin.v, Fc)
     P = S @ xp.swapaxes(Xk, -1, -2)  # P[j, k] = s_j · X_k, meaningful where j carries k
     if trivialized:
-        H = P * c["jac_weight_a"] + xp.swapaxes(P * c["jac_weight_b"], -1, -2)
+        H = P * c.jac_weight_a + xp.swapaxes(P * c.jac_weight_b, -1, -2)
     else:
         P = P * weight
         H = P + xp.swapaxes(P, -1, -2)
@@ -85,9 +85,9 @@ def cross_hessian(body, kin_a, kin_b, K):
     c = body.arrays(xp, K.dtype)
     B, L = K.shape[:2]
     dl = body.dof_link
-    Kc = (c["subtree"] @ K.reshape(B, L, 36)).reshape(B, L, 6, 6)[:, dl]  # composite forms per DOF
+    Kc = (c.subtree @ K.reshape(B, L, 36)).reshape(B, L, 6, 6)[:, dl]  # composite forms per DOF
     Sa, Sb = motion_matrix(kin_a), motion_matrix(kin_b)
     P1 = Sa @ xp.swapaxes(matvec(Kc, Sb), -1, -2)  # s_i^a · Kc[l(j)] s_j^b: valid when l(i) carries l(j)
     P2 = matvec(xp.swapaxes(Kc, -1, -2), Sa) @ xp.swapaxes(Sb, -1, -2)  # Kc[l(i)]: valid when l(j) carries l(i)
-    anc = c["dof_anc"]
+    anc = c.dof_anc
     return xp.where(anc > 0, P1, xp.where(xp.swapaxes(anc, 0, 1) > 0, P2, 0.0))

@@ -1,7 +1,7 @@
 """Configuration space: q ⊕ dq, q1 ⊖ q0, q̇ of a velocity, quaternion normalisation (batch axis first)."""
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from .algebra import quat_conj, quat_exp, quat_log, quat_mul
 
 def integrate(body, q, dq):

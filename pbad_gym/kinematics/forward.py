@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from .algebra import cross, matvec, quat_to_rot
 
 class Kinematics(NamedTuple):
@@ -23,19 +23,19 @@ def _joint_local(body, q, xp, consts):
     """Per-link joint motion as 4x4 transforms (B, L, 4, 4), and the universal joints' first rotations."""
     B = q.shape[0]
     R = xp.empty((B, body.L, 3, 3), dtype=q.dtype)
-    R[:] = consts["eye3"]
+    R[:] = consts.eye3
     t = xp.zeros((B, body.L, 3), dtype=q.dtype)
     extra = {}
     for jtype, links in body.joint_groups.items():
         qs = body.q_start[links]
         if jtype in ("hinge", "universal"):
-            R[:, links] = _hinge_rot(consts["axis1_outer"][links], consts["axis1_skew"][links], q[:, qs], consts)
+            R[:, links] = _hinge_rot(consts.axis1_outer[links], consts.axis1_skew[links], q[:, qs], consts)
             if jtype == "universal":
-                R2 = _hinge_rot(consts["axis2_outer"][links], consts["axis2_skew"][links], q[:, qs + 1], consts)
+                R2 = _hinge_rot(consts.axis2_outer[links], consts.axis2_skew[links], q[:, qs + 1], consts)
                 extra["universal_R2"] = R2
                 R[:, links] = R[:, links] @ R2
         elif jtype == "slide":
-            t[:, links] = consts["axis1"][links] * q[:, qs, None]
+            t[:, links] = consts.axis1[links] * q[:, qs, None]
         elif jtype == "ball":
             R[:, links] = quat_to_rot(q[:, qs[:, None] + xp.arange(4)])
         elif jtype == "free":
@@ -50,7 +50,7 @@ def _hinge_rot(outer, skew_axis, angle, consts):
     """Rodrigues for constant axes (given as aaᵀ and [a]×, (n, 3, 3)) and angles (B, n): c(1 − aaᵀ) + s[a]× + aaᵀ."""
     xp = xp_of(angle)
     c, s = xp.cos(angle)[..., None, None], xp.sin(angle)[..., None, None]
-    return c * (consts["eye3"] - outer) + s * skew_axis + outer
+    return c * (consts.eye3 - outer) + s * skew_axis + outer
 
 
 def forward_kinematics(body, q):
@@ -58,7 +58,7 @@ def forward_kinematics(body, q):
     xp = xp_of(q)
     consts = body.arrays(xp, q.dtype)
     Tj, extra = _joint_local(body, q, xp, consts)
-    Tplace = consts["place_T"]
+    Tplace = consts.place_T
     Tloc = Tplace @ Tj
     T = _compose_tree(body, Tloc, xp)
     R, t = T[..., :3, :3], T[..., :3, 3]
@@ -100,14 +100,14 @@ def _motion_axes(body, q, R, t, extra, xp, consts):
     for jtype, links in body.joint_groups.items():
         vs, Rl, tl = body.v_start[links], R[:, links], t[:, links]
         if jtype in ("hinge", "slide"):
-            ax = matvec(Rl, consts["axis1"][links])
+            ax = matvec(Rl, consts.axis1[links])
             if jtype == "hinge":
                 w[:, vs], v[:, vs] = ax, cross(tl, ax)
             else:
                 v[:, vs] = ax
         elif jtype == "universal":
-            w1 = matvec(Rl @ xp.swapaxes(extra["universal_R2"], -1, -2), consts["axis1"][links])
-            w2 = matvec(Rl, consts["axis2"][links])
+            w1 = matvec(Rl @ xp.swapaxes(extra["universal_R2"], -1, -2), consts.axis1[links])
+            w2 = matvec(Rl, consts.axis2[links])
             w[:, vs], w[:, vs + 1] = w1, w2
             v[:, vs], v[:, vs + 1] = cross(tl, w1), cross(tl, w2)
         elif jtype in ("ball", "free"):
@@ -117,9 +117,9 @@ def _motion_axes(body, q, R, t, extra, xp, consts):
             v[:, rot] = cross(tl[:, :, None, :], cols)
             if jtype == "free":  # translation in the parent frame: the joint frame's axes
                 par = body.parent[links]
-                Rpar = xp.where(consts["has_parent"][links][:, None, None], R[:, xp.maximum(xp.asarray(par), 0)],
-                                consts["eye3"])
-                v[:, vs[:, None] + xp.arange(3)] = xp.swapaxes(Rpar @ consts["place_R"][links], -1, -2)
+                Rpar = xp.where(consts.has_parent[links][:, None, None], R[:, xp.maximum(xp.asarray(par), 0)],
+                                consts.eye3)
+                v[:, vs[:, None] + xp.arange(3)] = xp.swapaxes(Rpar @ consts.place_R[links], -1, -2)
     return w, v
 
 

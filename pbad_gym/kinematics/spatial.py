@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from .algebra import cross, matvec, skew
 
 
@@ -55,7 +55,7 @@ def world_moments(body, kin):
     """:class:`Moments` of every link at poses ``kin``: c_w = R c + m t, S_w = R S Rᵀ + R c tᵀ + t cᵀRᵀ + m t tᵀ."""
     xp = xp_of(kin.R)
     c = body.arrays(xp, kin.R.dtype)
-    m, cl, Sl = c["mass"], c["c"], c["S"]
+    m, cl, Sl = c.mass, c.c, c.S
     R, t = kin.R, kin.t
     Rc = matvec(R, cl)
     tRc = t[..., :, None] * Rc[..., None, :]
@@ -92,7 +92,7 @@ def mixed_moments(body, kin_a, kin_b):
     S_ab = ∫ρ P_a P_bᵀ (B, L, 3, 3)), with P_x = R_x p0 + t_x."""
     xp = xp_of(kin_a.R)
     c = body.arrays(xp, kin_a.R.dtype)
-    m, cl, Sl = c["mass"], c["c"], c["S"]
+    m, cl, Sl = c.mass, c.c, c.S
     Rca, Rcb = matvec(kin_a.R, cl), matvec(kin_b.R, cl)
     ta, tb = kin_a.t, kin_b.t
     S_ab = kin_a.R @ Sl @ xp.swapaxes(kin_b.R, -1, -2) + Rca[..., :, None] * tb[..., None, :] + \

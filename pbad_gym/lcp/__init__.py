@@ -2,7 +2,7 @@
 
     w = Aλ + b,  lo ≤ λ ≤ hi,  w ⟂ λ,   batch axis first, NumPy or CuPy arrays.
 
-Depends only on numpy/scipy and :mod:`pbad_gym.backend`.
+Depends only on numpy/scipy and :mod:`pbad_gym.arrays`.
 """
 from .blocks import build_blocks, solve_block
 from .friction import Friction, effective_bounds

@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from ..backend import to_numpy, xp_of
+from ..arrays import to_numpy, xp_of
 from .rules import psor_row
 
 # (27, 3): state per slot, 0 = at lower bound, 1 = free (w = 0), 2 = at upper bound

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 
 
 @dataclass(frozen=True)

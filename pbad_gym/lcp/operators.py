@@ -8,7 +8,7 @@ under many row orders at once without copying it.
 """
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 
 
 def _gather_rows(X, idx, bsel):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 
 NAMED = ("default", "random", "error", "mass_asc", "mass_desc")
 

@@ -5,7 +5,7 @@ w ≤ 0, or strictly inside with w = 0). Friction bounds are taken at the λ bei
 """
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from .friction import Friction, effective_bounds
 
 NORMS = ("inf", "rel2")

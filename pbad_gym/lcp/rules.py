@@ -5,7 +5,7 @@ Every rule receives, for one row i per batch element (all arrays (B,)):
 """
 from __future__ import annotations
 
-from ..backend import xp_of
+from ..arrays import xp_of
 
 
 def psor_row(lam, r, a, lo, hi, omega):

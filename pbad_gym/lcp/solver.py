@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import xp_of
+from ..arrays import xp_of
 from .blocks import build_blocks, solve_block
 from .friction import Friction, row_bounds
 from .operators import DenseOperator, MatrixFreeOperator

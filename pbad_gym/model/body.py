@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .body_arrays import put_body
 from .joints import Joint
 from .shapes import combine
 
@@ -66,12 +67,6 @@ class Link:
         """S = ∫ρ p pᵀ [kg m²], link frame."""
         s_com = 0.5 * np.trace(self.inertia) * np.eye(3) - self.inertia
         return s_com + self.mass * np.outer(self.com, self.com)
-
-
-def _skew(a):
-    z = np.zeros(len(a))
-    return np.stack([np.stack([z, -a[:, 2], a[:, 1]], -1), np.stack([a[:, 2], z, -a[:, 0]], -1),
-                     np.stack([-a[:, 1], a[:, 0], z], -1)], -2)
 
 
 class Body:
@@ -171,7 +166,6 @@ class Body:
                 jac_b[np.ix_(r, r)] = 1.0 - np.eye(3) * 0.5
         self.jac_weight_a, self.jac_weight_b = jac_a, jac_b
         self.vel_carrier = carrier
-        self.quat_joints = [i for i, lk in enumerate(self.links) if lk.joint.type in ("ball", "free")]
         lin_q, lin_v, quat_q, quat_v = [], [], [], []
         for i, lk in enumerate(self.links):
             qs, vs, t = self.q_start[i], self.v_start[i], lk.joint.type
@@ -236,35 +230,11 @@ class Body:
         return np.array(idx, int), np.array(pos).reshape(-1, 3), np.array(rad)
 
     def arrays(self, xp, dtype):
-        """Model constants as ``xp`` arrays of ``dtype`` (cached per module and dtype)."""
+        """Model constants as a :class:`BodyArrays` of ``xp`` arrays in ``dtype`` (cached per module and dtype)."""
         key = (xp.__name__, np.dtype(dtype).str)
         if key not in self._xp_cache:
-            self._xp_cache[key] = {k: (xp.asarray(v) if v.dtype.kind in "bi" else xp.asarray(v, dtype=dtype))
-                                   for k, v in self._constants().items()}
+            self._xp_cache[key] = put_body(self, xp, dtype)
         return self._xp_cache[key]
-
-    def _constants(self):
-        """The engine's model constants as NumPy arrays (see :meth:`arrays`)."""
-        link, p0, rad = self.contact_points()
-        inc = np.zeros((self.L, len(link)))
-        inc[link, np.arange(len(link))] = 1.0
-        outer = lambda a: a[:, :, None] * a[:, None, :]  # noqa: E731
-        return {
-            # mass moments and placements
-            "mass": self.mass, "armature": self.armature, "c": self.first_moment, "S": self.second_moment,
-            "place_R": self.place_R, "place_t": self.place_t, "place_T": self.place_T,
-            "eye3": np.eye(3), "eye4": np.eye(4),
-            # joint axes (with the Rodrigues factors of the hinge rotations)
-            "axis1": self.axis1, "axis2": self.axis2, "axis1_outer": outer(self.axis1),
-            "axis2_outer": outer(self.axis2), "axis1_skew": _skew(self.axis1), "axis2_skew": _skew(self.axis2),
-            "has_parent": self.parent >= 0,
-            # topology: subtree sums, Hessian / Jacobian assembly weights, DOF ancestry
-            "subtree": self.subtree, "hess_weight": self.hess_weight, "jac_weight_a": self.jac_weight_a,
-            "jac_weight_b": self.jac_weight_b, "dof_anc": self.subtree[self.dof_link][:, self.dof_link],
-            "link_dofs": self.subtree[self.dof_link].T, "vel_carrier": self.vel_carrier,
-            # contact spheres
-            "contact_link": link, "contact_p0": p0, "contact_r": rad, "contact_inc": inc,
-        }
 
     def __repr__(self):
         return f"Body({self.name!r}, links={self.L}, nq={self.nq}, nv={self.nv})"

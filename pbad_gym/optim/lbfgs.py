@@ -13,7 +13,7 @@ and the pairs only shape the metric, they never decide acceptance (the line sear
 from __future__ import annotations
 
 from .lm import _EPS_BAND, LMResult
-from ..backend import xp_of
+from ..arrays import xp_of
 
 _C1 = 1e-4  # Armijo sufficient-decrease constant
 _C2 = 0.9  # weak-Wolfe curvature constant (the standard quasi-Newton value: t = 1 is usually accepted)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..backend import xp_of
+from ..arrays import xp_of
 
 _EPS_BAND = 64.0  # round-off band in units of machine epsilon · |E|
 
