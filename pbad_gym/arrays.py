@@ -83,3 +83,14 @@ def real_number(value, name, *, positive=False, nonnegative=False) -> float:
     if nonnegative and not x >= 0:
         raise ValueError(f"{name} must be non-negative, got {value!r}")
     return x
+
+
+def tree_map(fn, tree, *rest):
+    """``fn`` applied to every array leaf of ``tree`` (nested NamedTuples / tuples of arrays), with the matching
+    leaves of ``rest`` as further arguments; None and Python scalars are kept as they are."""
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return tree
+    if isinstance(tree, tuple):
+        out = [tree_map(fn, t, *(r[i] for r in rest)) for i, t in enumerate(tree)]
+        return type(tree)(*out) if hasattr(tree, "_fields") else tuple(out)
+    return fn(tree, *rest)

@@ -6,7 +6,7 @@ import numpy as np
 from .arrays import check_dtype, get_xp, real_number, to_numpy
 from .contact import CONTACT_MODELS, check_lcp_options, impulse_step, initial_state, make_impulse_contact
 from .dynamics import GRAVITY, energy
-from .energies import contact_state, make_force_model
+from .energies import contact_state, make_force_model, sphere_forces
 from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
 from .integrators.collocation import ORDERS as COLLOCATION_ORDERS
 from .integrators.collocation import collocation_step, node_velocity, start_node
@@ -14,7 +14,7 @@ from .kinematics import difference, forward_kinematics, integrate, normalize
 
 
 
-_STATE = ("q", "q_prev", "qd", "nodes", "contact", "impulse", "fresh")
+_STATE = ("q", "q_prev", "qd", "nodes", "contact", "impulse", "fresh", "force")
 
 
 def _take(v, idx):
@@ -166,13 +166,18 @@ class Simulator:
         if idx is None:
             self._q, self._q_prev, self._qd, self._impulse, self._fresh = (fresh[k] for k in (
                 "q", "q_prev", "qd", "impulse", "fresh"))
-            self._nodes, self._contact = None, None
+            self._nodes, self._contact, self._force = None, None, None
             self.time = 0.0
         else:
             self._write_rows(idx, fresh)
             if self._contact is not None:  # fresh contact memory (anchors) for the reset rows only
                 new = contact_state(body, forward_kinematics(body, self._q), self.forces.contact, self.dt)
                 self._contact = _with_rows(self._contact, _take(new, idx), idx)
+            if self._force is not None:
+                kin = forward_kinematics(body, self._q[idx])
+                memory = contact_state(body, kin, self.forces.contact, self.dt)
+                self._force = _with_rows(self._force, sphere_forces(body, kin, self.forces.contact, memory,
+                                                                    self.dt), idx)
         self._kin = self._kin_prev = None  # cached kinematics of q and q_prev, recomputed on the next step
         return self
 
@@ -249,6 +254,24 @@ class Simulator:
         None for the penalty model."""
         return None if self._impulse is None else self._impulse.impulse
 
+    @property
+    def contact_forces(self):
+        """Ground force on each contact sphere (B, S, 3) [N, world (x, y, z)] over the last step: the penalty
+        model's −∂E/∂P at the new poses with the step's lagged memory, or the impulse model's impulses / Δt; after a
+        reset (no step yet) the penalty model's normal forces. None without ground contact."""
+        xp = self.xp
+        if self.impulse is not None:
+            lam = self._impulse.impulse / self.dt  # (n, t1, t2) = (z, x, y)
+            return xp.stack([lam[..., 1], lam[..., 2], lam[..., 0]], -1)
+        if self.forces.contact is None:
+            return None
+        if self._force is None:
+            kin = self.kinematics()
+            memory = self._contact if self._contact is not None else contact_state(
+                self.body, kin, self.forces.contact, self.dt)
+            self._force = sphere_forces(self.body, kin, self.forces.contact, memory, self.dt)
+        return self._force
+
     def energy(self):
         """(kinetic, potential) energy [J] of the current state, each (B,)."""
         return energy(self.body, self.q, self.qd, self.gravity)
@@ -276,7 +299,8 @@ class Simulator:
         res = self._step_collocation(tau) if self.order > 2 else self._step_pbad(tau)
         self._fresh = self.xp.zeros(self.num_envs, dtype=bool)
         self._kin = forward_kinematics(body, self._q)
-        if self.forces.contact is not None:
+        if self.forces.contact is not None:  # the force the step applied: the new poses with the step's memory
+            self._force = sphere_forces(body, self._kin, self.forces.contact, self._contact, self.dt)
             self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)
         self.time += self.dt
         return {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged}

@@ -58,8 +58,8 @@ def test_contact_derivatives(friction):
     params = GroundContact(stiffness=500.0, friction=friction, damping=3.0, mu=0.8, slip_velocity=0.5)
     state = contact_state(body, forward_kinematics(body, qk), params, DT)
     if friction == "coulomb":  # anchors away from the spheres: some stick (s < ε), some slide (s > ε)
-        state["anchor"] = state["P"] + rng.normal(scale=0.02, size=state["P"].shape)
-    assert state["active"].any() and not state["active"].all()
+        state = state._replace(anchor=state.P + rng.normal(scale=0.02, size=state.P.shape))
+    assert state.active.any() and not state.active.all()
     q = integrate(body, qk, 0.02 * rng.standard_normal((2, body.nv)))
     # the Huber norm's curvature ~ 1/‖x‖ varies fast: a smaller difference step keeps the FD truncation small
     _check_link_term(body, q, lambda kin, d: contact_terms(body, kin, params, state, DT, d),

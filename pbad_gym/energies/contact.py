@@ -14,6 +14,7 @@ Point energies become link-pose derivatives through P = R p0 + t.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..arrays import xp_of
 from ..kinematics import matvec, skew
@@ -138,27 +139,47 @@ def point_terms_to_links(body, P, g, H, gauss_newton=True):
     return G, f, (inc @ K.reshape(B, S, 36)).reshape(B, -1, 6, 6)
 
 
+class ContactMemory(NamedTuple):
+    """Lagged contact data of q_k (what the friction terms of the next step read): sphere centres P (B, S, 3) [m],
+    active (B, S) bool (in contact at q_k), normal force N_k = D1·d(q_k) (B, S) [N] and stick anchors
+    (B, S, 3) [m] (Coulomb friction; the centres themselves for the other models)."""
+
+    P: object
+    active: object
+    normal: object
+    anchor: object
+
+
 def contact_terms(body, kin, params, state, dt, derivatives=True, gauss_newton=True):
-    """Ground-contact energy at poses ``kin`` -> LinkTerms. ``state``: the lagged contact data of q_k,
-    a dict with "P" (B, S, 3) centres, "active" (B, S) and, for Coulomb friction, "normal" (B, S) and
-    "anchor" (B, S, 3)."""
+    """Ground-contact energy at poses ``kin`` -> LinkTerms. ``state``: the :class:`ContactMemory` of q_k."""
     P = sphere_centres(body, kin)
-    val, g, H = normal_point_terms(body, P, params, derivatives)
-    if params.friction == "viscous":
-        fv, fg, fH = viscous_point_terms(P, state["P"], state["active"], params.damping, dt, derivatives)
-    elif params.friction == "coulomb":
-        fv, fg, fH = coulomb_point_terms(P, state["anchor"], state["active"], state["normal"], params.mu,
-                                         params.slip_velocity * dt, derivatives)
-    else:
-        fv = fg = fH = None
-    if fv is not None:
-        val = val + fv
-        if derivatives:
-            g, H = g + fg, H + fH
+    val, g, H = _point_terms(body, P, params, state, dt, derivatives)
     if not derivatives:
         return LinkTerms(val)
     G, f, K = point_terms_to_links(body, P, g, H, gauss_newton)
     return LinkTerms(val, G, f, K)
+
+
+def _point_terms(body, P, params, state, dt, derivatives):
+    """Normal plus friction energy per sphere centre P (B, S, 3): value (B,), ∂/∂P, ∂²/∂P² (None without
+    derivatives)."""
+    val, g, H = normal_point_terms(body, P, params, derivatives)
+    if params.friction == "viscous":
+        fv, fg, fH = viscous_point_terms(P, state.P, state.active, params.damping, dt, derivatives)
+    elif params.friction == "coulomb":
+        fv, fg, fH = coulomb_point_terms(P, state.anchor, state.active, state.normal, params.mu,
+                                         params.slip_velocity * dt, derivatives)
+    else:
+        return val, g, H
+    return val + fv, (g + fg) if derivatives else None, (H + fH) if derivatives else None
+
+
+def sphere_forces(body, kin, params, state, dt):
+    """Ground force on each contact sphere (B, S, 3) [N, world frame] at poses ``kin``: −∂E/∂P of the contact
+    energy with the lagged memory ``state`` — at a step's solution, the force that step applied (normal D1·d,
+    friction from the viscous or Coulomb term)."""
+    _, g, _ = _point_terms(body, sphere_centres(body, kin), params, state, dt, True)
+    return -g
 
 
 def contact_state(body, kin, params, dt, prev=None):
@@ -167,10 +188,10 @@ def contact_state(body, kin, params, dt, prev=None):
     P = sphere_centres(body, kin)
     d = penetration(body, P, params.height)
     active = d > 0
-    state = {"P": P, "active": active, "normal": params.stiffness * d}
+    anchor = P
     if params.friction == "coulomb":
         if prev is None:
-            state["anchor"] = P.copy()
+            anchor = P.copy()
         else:
-            state["anchor"] = update_anchors(P, prev["anchor"], active & prev["active"], params.slip_velocity * dt)
-    return state
+            anchor = update_anchors(P, prev.anchor, active & prev.active, params.slip_velocity * dt)
+    return ContactMemory(P, active, params.stiffness * d, anchor)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..arrays import xp_of
+from ..arrays import tree_map, xp_of
 from ..dynamics import crba, forward_dynamics
 from ..energies import actuation_terms, contact_state, contact_terms, drag_weights, gravity_terms, limit_terms
 from ..energies.actuation import actuation_trivialized_correction
@@ -79,7 +79,7 @@ class CollocationData(NamedTuple):
     def take(self, idx):
         if idx is None:
             return self
-        contact = None if self.contact is None else {k: v[idx] for k, v in self.contact.items()}
+        contact = tree_map(lambda v: v[idx], self.contact)
         sub = {k: (None if getattr(self, k) is None else getattr(self, k)[idx])
                for k in ("R0", "t0", "P0", "q_ref", "dprev", "tau", "W", "D")}
         return self._replace(contact=contact, **sub)
@@ -210,7 +210,7 @@ def _contact_node_terms(body, kin, data, n, G, fl):
     xp = xp_of(G)
     p, dt = data.forces.contact, data.dt
     B = data.q_ref.shape[0]
-    state = {k: _rep(v, n) for k, v in data.contact.items()}
+    state = tree_map(lambda v: _rep(v, n), data.contact)
     pos_params = GroundContact(p.stiffness, "none" if p.friction == "viscous" else p.friction, p.damping, p.mu,
                                p.slip_velocity, p.height)
     t = contact_terms(body, kin, pos_params, state, dt)
@@ -218,7 +218,7 @@ def _contact_node_terms(body, kin, data, n, G, fl):
     Pu = sphere_centres(body, kin).reshape(B, n, -1, 3)
     if p.friction == "viscous":
         v = _field(data.W1, data.P0, Pu, 1 / dt)  # (B, n, S, 3)
-        k = p.damping * _rep(data.contact["active"], 1)[:, None, :] * xp.ones((1, n, 1), dtype=G.dtype)
+        k = p.damping * _rep(data.contact.active, 1)[:, None, :] * xp.ones((1, n, 1), dtype=G.dtype)
         g = xp.zeros_like(v)
         g[..., :2] = k[..., None] * v[..., :2]
         Hs = xp.zeros(v.shape + (3,), dtype=G.dtype)
@@ -268,7 +268,7 @@ def _cross_block(body, ka, kb, data, w2, w1, B):
         K = K + cross_spatial_form(c.mass, ca, cb, Sab, data.W) * (w1 / dt)
     if f.contact is not None and f.contact.friction == "viscous":
         Pa, Pb = sphere_centres(body, ka), sphere_centres(body, kb)
-        k = f.contact.damping * data.contact["active"] * (w1 / dt)
+        k = f.contact.damping * data.contact.active * (w1 / dt)
         H = xp.zeros(Pa.shape + (3,), dtype=Pa.dtype)
         H[..., 0, 0] = H[..., 1, 1] = k
         eye = xp.broadcast_to(xp.eye(3, dtype=Pa.dtype), Pa.shape + (3,))

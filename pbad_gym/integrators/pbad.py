@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..arrays import to_numpy, xp_of
+from ..arrays import tree_map, to_numpy, xp_of
 from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, contact_state, contact_terms,
                         damping_terms, drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms,
                         limit_terms)
@@ -49,7 +49,7 @@ class StepData(NamedTuple):
             return self
         sub = {k: (None if getattr(self, k) is None else getattr(self, k)[idx]) for k in _BATCHED}
         kin = type(self.kin_ref)(*(a[idx] for a in self.kin_ref))
-        contact = None if self.contact is None else {k: v[idx] for k, v in self.contact.items()}
+        contact = tree_map(lambda v: v[idx], self.contact)
         return self._replace(kin_ref=kin, contact=contact, **sub)
 
 
