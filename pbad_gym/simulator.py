@@ -1,61 +1,33 @@
-"""Simulator: a body, the integrator options and the batched state of ``num_envs`` trajectories."""
+"""Simulator: a body, the step options and the batched State of ``num_envs`` trajectories.
+
+The Simulator packs its keyword arguments once into a StepModel (constants), SolverOptions / LCPOptions and a State,
+picks one step implementation from a registry keyed by (scheme, backend), and then only calls
+``state, info = step(model, state, tau, options)``.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from .arrays import check_dtype, get_xp, real_number, to_numpy
-from .contact import CONTACT_MODELS, check_lcp_options, impulse_step, initial_state, make_impulse_contact
 from .dynamics import GRAVITY, energy
 from .energies import contact_state, make_force_model, sphere_forces
-from .integrators import EXPLICIT, HESSIANS, INTEGRATORS, OPTIMIZERS, pbad_step
-from .integrators.collocation import ORDERS as COLLOCATION_ORDERS
-from .integrators.collocation import collocation_step, node_velocity, start_node
+from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
+                          collocation, explicit_step, impulse, pbad)
+from .integrators.collocation import node_velocity, start_node
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
+BACKENDS = ("numpy",)
 
 
-_STATE = ("q", "q_prev", "qd", "nodes", "contact", "impulse", "fresh", "force")
-
-
-def _take(v, idx):
-    """Rows ``idx`` of an array, a dict of arrays or a tuple of arrays (None stays None)."""
-    if v is None:
-        return None
-    if isinstance(v, dict):
-        return {k: a[idx] for k, a in v.items()}
-    if isinstance(v, tuple):
-        return type(v)(*(a[idx] for a in v))
-    return v[idx]
-
-
-def _with_rows(cur, new, idx):
-    """A copy of ``cur`` (array, dict or tuple of arrays) with rows ``idx`` replaced by ``new``."""
-    if isinstance(cur, dict):
-        return {k: _with_rows(a, new[k], idx) for k, a in cur.items()}
-    if isinstance(cur, tuple):
-        return type(cur)(*(_with_rows(a, b, idx) for a, b in zip(cur, new)))
-    out = cur.copy()
-    out[idx] = new
-    return out
-
-
-def _check_options(integrator, optimizer, order, hessian, dt, num_envs, max_iter):
-    """Clear errors for the Simulator's scalar options."""
-    if integrator not in INTEGRATORS:
-        raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if order not in (2,) + COLLOCATION_ORDERS:
-        raise ValueError(f"order must be 2 (PBAD) or one of {COLLOCATION_ORDERS} (collocation), got {order!r}")
-    if order > 2 and integrator != "pbad":
-        raise ValueError("collocation (order > 2) needs integrator='pbad'")
-    if hessian not in HESSIANS:
-        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-    real_number(dt, "dt (time step in seconds)", positive=True)
-    if int(num_envs) != num_envs or num_envs < 1:
-        raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-    if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+def select_step(integrator, order, contact_model, backend="numpy"):
+    """The step function of the step contract for a scheme and backend."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if integrator != "pbad":
+        return explicit_step(integrator)
+    if order > 2:
+        return collocation.step
+    return impulse.step if contact_model == "impulse" else pbad.step
 
 
 class Simulator:
@@ -77,7 +49,7 @@ class Simulator:
         order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, docs/physics.md §3).
         contact_model: "penalty" (contact energies in the step, docs/physics.md §2) or "impulse" (a contact-free PBAD
             step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of
-            :class:`pbad_gym.contact.ImpulseContact` fields or an ImpulseContact).
+            :class:`pbad_gym.integrators.ImpulseContact` fields or an ImpulseContact).
         lcp_method, lcp_order, lcp_omega, lcp_iterations, lcp_tol: the impulse model's LCP solver
             (:func:`pbad_gym.lcp.solve`; lcp_omega is the relaxation ω of "pgs", "psor" and "amgs").
         drag: fluid drag coefficients [1/s] (PBAD only): scalar (isotropic), (axial, normal), (3,), (L, 2) or
@@ -86,6 +58,7 @@ class Simulator:
             :class:`pbad_gym.energies.GroundContact` fields or a GroundContact.
         limit_stiffness: penalty stiffness [N m/rad] of the joint ranges (0: limits off).
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
+        backend: "numpy" (the reference array code; NumPy on CPU, CuPy on GPU).
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     Methods: ``step(tau)``, ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
@@ -100,35 +73,89 @@ class Simulator:
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
-                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0):
-        _check_options(integrator, optimizer, order, hessian, dt, num_envs, max_iter)
-        self.body, self.dt, self.integrator, self.optimizer = body, float(dt), integrator, optimizer
-        self.num_envs, self.device, self.hessian, self.order = int(num_envs), device, hessian, int(order)
+                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend="numpy"):
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
+        real_number(dt, "dt (time step in seconds)", positive=True)
+        if isinstance(num_envs, bool) or int(num_envs) != num_envs or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.dtype = check_dtype(dtype)
+        self.options = SolverOptions.create(self.dtype, order=order, optimizer=optimizer, max_iter=max_iter, tol=tol,
+                                            hessian=hessian)
+        if self.options.order > 2 and integrator != "pbad":
+            raise ValueError("collocation (order > 2) needs integrator='pbad'")
+        self.body, self.dt, self.integrator = body, float(dt), integrator
+        self.num_envs, self.device, self.backend = int(num_envs), device, backend
         get_xp(device)  # fails early, naming the device, when its array module is missing
         if contact_model not in CONTACT_MODELS:
             raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
-        self.contact_model, self.impulse = contact_model, None
+        self.contact_model = contact_model
+        self.lcp = LCPOptions.create(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=lcp_iterations,
+                                     lcp_tol=lcp_tol, lcp_omega=lcp_omega)
+        params = None
         if contact_model == "impulse":
-            if integrator != "pbad" or order != 2:
+            if integrator != "pbad" or self.options.order != 2:
                 raise ValueError("contact_model='impulse' needs integrator='pbad' and order=2")
             if len(body.contact_points()[0]) == 0:
                 raise ValueError("contact_model='impulse' needs contact spheres on the body's links")
-            check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega)
-            self.impulse = make_impulse_contact(contact)
+            params = impulse.make_impulse_contact(contact)
             contact = None  # no penalty energies in the step
-        self.lcp_options = dict(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=int(lcp_iterations),
-                                lcp_tol=float(lcp_tol), lcp_omega=float(lcp_omega))
         self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping)
         extra = (self.forces.drag is not None or self.forces.contact is not None
                  or self.forces.limit_stiffness > 0 or self.forces.has_damping)
         if integrator != "pbad" and extra:
             raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
-        self.max_iter = None if max_iter is None else int(max_iter)
-        self.tol = (1e-9 if self.dtype == np.float64 else 1e-5) if tol is None else real_number(
-            tol, "tol (solver tolerance in rad or m)", positive=True)
+        self._step = select_step(integrator, self.options.order, contact_model, backend)
+        self.model = self._make_model(params)
         self.reset()
+
+    def _make_model(self, params):
+        xp = self.xp
+        gravity = xp.asarray(self.forces.gravity, dtype=self.dtype)
+        return StepModel(self.body, self.body.arrays(xp, self.dtype), self.forces, self.dt, gravity, params,
+                         self.lcp if params is not None else None)
+
+    # --- options (read through the typed option values) --------------------------------------------------------
+    @property
+    def optimizer(self):
+        return self.options.optimizer
+
+    @property
+    def order(self):
+        return self.options.order
+
+    @property
+    def hessian(self):
+        return self.options.hessian
+
+    @property
+    def max_iter(self):
+        """Iteration cap of the step's optimiser (SolverOptions' default for the optimiser unless given)."""
+        return self.options.max_iter
+
+    @property
+    def tol(self):
+        """Scaled-gradient tolerance in units of q (SolverOptions' default for the dtype unless given)."""
+        return self.options.tol
+
+    @property
+    def impulse(self):
+        """The impulse contact parameters (ImpulseContact), None for the penalty model; assignable."""
+        return self.model.impulse
+
+    @impulse.setter
+    def impulse(self, params):
+        if (params is None) != (self.model.impulse is None):
+            raise ValueError("the contact model is fixed at construction; only its parameters may change")
+        self.model = self._make_model(None if params is None else impulse.make_impulse_contact(params))
+
+    @property
+    def lcp_options(self):
+        """The LCP options as the flat keyword arguments of the constructor."""
+        o = self.lcp
+        return dict(lcp_method=o.method, lcp_order=o.order, lcp_iterations=o.iterations, lcp_tol=o.tol,
+                    lcp_omega=o.omega)
 
     # --- state ----------------------------------------------------------------------------------------------
     def _batch(self, a, n, what, rows=None):
@@ -143,6 +170,20 @@ class Simulator:
             raise ValueError(f"{what} contains NaN or inf")
         return a.copy()
 
+    def _fresh_state(self, q, qd):
+        """The State of trajectories starting at (q, qd) (n rows), before any step."""
+        body, xp, n = self.body, self.xp, q.shape[0]
+        # PBAD keeps the previous configuration (order 2: a backward difference reproduces the requested
+        # velocity; collocation: the previous step's last interior node, extrapolated to third order)
+        if self.integrator != "pbad":
+            q_prev = q
+        elif self.order == 2:
+            q_prev = integrate(body, q, -self.dt * qd)
+        else:
+            q_prev = start_node(body, q, qd, self.dt, self.order, self.model.gravity)
+        imp = None if self.impulse is None else impulse.initial_state(body, n, xp, self.dtype)
+        return State(q=q, q_prev=q_prev, qd=qd, impulse=imp, fresh=xp.ones(n, dtype=bool))
+
     def reset(self, q=None, qd=None, rows=None):
         """Set the state: q (nq,) or one row per reset trajectory (default: neutral pose), qd (nv,) or one row
         per reset trajectory (default: rest).
@@ -155,53 +196,31 @@ class Simulator:
         n = self.num_envs if idx is None else len(idx)
         q = normalize(body, self._batch(body.q0() if q is None else q, body.nq, "q", n))
         qd = self._batch(np.zeros(body.nv) if qd is None else qd, body.nv, "qd", n)
-        # PBAD keeps the previous configuration (order 2: a backward difference reproduces the requested
-        # velocity; collocation: the previous step's last interior node, extrapolated to third order)
-        if self.order == 2:
-            q_prev = integrate(body, q, -self.dt * qd)
-        else:
-            q_prev = start_node(body, q, qd, self.dt, self.order, self.gravity)
-        impulse = None if self.impulse is None else initial_state(body, n, self.xp, self.dtype)
-        fresh = dict(q=q, q_prev=q_prev, qd=qd, impulse=impulse, fresh=self.xp.ones(n, dtype=bool))
+        new = self._fresh_state(q, qd)
         if idx is None:
-            self._q, self._q_prev, self._qd, self._impulse, self._fresh = (fresh[k] for k in (
-                "q", "q_prev", "qd", "impulse", "fresh"))
-            self._nodes, self._contact, self._force = None, None, None
-            self.time = 0.0
-        else:
-            self._write_rows(idx, fresh)
-            if self._contact is not None:  # fresh contact memory (anchors) for the reset rows only
-                new = contact_state(body, forward_kinematics(body, self._q), self.forces.contact, self.dt)
-                self._contact = _with_rows(self._contact, _take(new, idx), idx)
-            if self._force is not None:
-                kin = forward_kinematics(body, self._q[idx])
-                memory = contact_state(body, kin, self.forces.contact, self.dt)
-                self._force = _with_rows(self._force, sphere_forces(body, kin, self.forces.contact, memory,
-                                                                    self.dt), idx)
-        self._kin = self._kin_prev = None  # cached kinematics of q and q_prev, recomputed on the next step
+            self.state = new
+            return self
+        cur = self.state
+        if cur.contact is not None or cur.force is not None:  # fresh contact memory (anchors) for the reset rows
+            c = self.forces.contact
+            kin = forward_kinematics(body, q)
+            memory = contact_state(body, kin, c, self.dt)
+            new = new._replace(contact=memory, force=sphere_forces(body, kin, c, memory, self.dt))
+        self.state = cur.with_rows(idx, new)
         return self
 
     def snapshot(self):
-        """A copy of the complete dynamic state (for :meth:`restore`)."""
-        copy = lambda v: None if v is None else (  # noqa: E731
-            {k: a.copy() for k, a in v.items()} if isinstance(v, dict) else
-            type(v)(*(a.copy() for a in v)) if isinstance(v, tuple) else v.copy())
-        return {k: copy(getattr(self, "_" + k)) for k in _STATE} | {"time": self.time}
+        """The complete dynamic state (for :meth:`restore`): the State value itself — steps never write into a
+        State's arrays, so holding it is a copy."""
+        return self.state
 
     def restore(self, snapshot, rows=None):
         """Put back the state of :meth:`snapshot` for every trajectory, or only for ``rows`` (mask or indices)."""
         if rows is None:
-            for k in _STATE:
-                setattr(self, "_" + k, snapshot[k])
-            self.time = snapshot["time"]
+            self.state = snapshot
         else:
             idx = self._rows(rows)
-            self._write_rows(idx, {k: _take(snapshot[k], idx) for k in _STATE if k not in ("nodes", "contact")})
-            for k in ("nodes", "contact"):
-                cur, old = getattr(self, "_" + k), snapshot[k]
-                if cur is not None and old is not None:
-                    setattr(self, "_" + k, _with_rows(cur, _take(old, idx), idx))
-        self._kin = self._kin_prev = None
+            self.state = self.state.with_rows(idx, snapshot.take(idx))
 
     def _rows(self, rows):
         r = np.asarray(to_numpy(rows))
@@ -213,64 +232,64 @@ class Simulator:
             raise ValueError(f"rows must be a ({self.num_envs},) bool mask or indices in [0, {self.num_envs})")
         return self.xp.asarray(r.astype(np.int64))
 
-    def _write_rows(self, idx, fields):
-        for k, v in fields.items():
-            cur = getattr(self, "_" + k)
-            if cur is not None and v is not None:
-                setattr(self, "_" + k, _with_rows(cur, v, idx))
-
     @property
     def q(self):
         """Configuration (B, nq)."""
-        return self._q
+        return self.state.q
+
+    @property
+    def time(self):
+        """Simulated time since the last full reset [s]."""
+        return self.state.time
 
     @property
     def qd(self):
         """Velocity (B, nv): (q_k ⊖ q_{k−1})/Δt for PBAD order 2; for collocation the derivative of the last
         step's polynomial at t_k (the reset velocity before the first step)."""
+        s = self.state
         if self.integrator != "pbad":
-            return self._qd
+            return s.qd
         if self.order == 2:
-            return difference(self.body, self._q_prev, self._q) / self.dt
-        if self._nodes is None:
-            return self._qd
-        v = node_velocity(self.body, self._nodes, self.dt, self.order)
-        return self.xp.where(self._fresh[:, None], self._qd, v)  # rows reset since the last step
+            return difference(self.body, s.q_prev, s.q) / self.dt
+        if s.nodes is None:
+            return s.qd
+        v = node_velocity(self.body, s.nodes, self.dt, self.order)
+        return self.xp.where(s.fresh[:, None], s.qd, v)  # rows reset since the last step
 
     @property
     def gravity(self):
         """Gravity (3,) [m/s²] as an array of the simulator's module and dtype (held by the force model)."""
-        return self.xp.asarray(self.forces.gravity, dtype=self.dtype)
+        return self.model.gravity
 
     def kinematics(self):
         """Forward kinematics of the current configuration (cached between steps)."""
-        if self._kin is None:
-            self._kin = forward_kinematics(self.body, self._q)
-        return self._kin
+        if self.state.kin is None:
+            self.state = self.state._replace(kin=forward_kinematics(self.body, self.state.q))
+        return self.state.kin
 
     @property
     def contact_impulses(self):
         """Impulse contact: the last step's per-sphere impulses (B, S, 3) in (n, t1, t2) = (z, x, y) order [N s];
         None for the penalty model."""
-        return None if self._impulse is None else self._impulse.impulse
+        return None if self.state.impulse is None else self.state.impulse.impulse
 
     @property
     def contact_forces(self):
         """Ground force on each contact sphere (B, S, 3) [N, world (x, y, z)] over the last step: the penalty
         model's −∂E/∂P at the new poses with the step's lagged memory, or the impulse model's impulses / Δt; after a
         reset (no step yet) the penalty model's normal forces. None without ground contact."""
-        xp = self.xp
         if self.impulse is not None:
-            lam = self._impulse.impulse / self.dt  # (n, t1, t2) = (z, x, y)
-            return xp.stack([lam[..., 1], lam[..., 2], lam[..., 0]], -1)
-        if self.forces.contact is None:
+            lam = self.state.impulse.impulse / self.dt  # (n, t1, t2) = (z, x, y)
+            return self.xp.stack([lam[..., 1], lam[..., 2], lam[..., 0]], -1)
+        c = self.forces.contact
+        if c is None:
             return None
-        if self._force is None:
+        if self.state.force is None:
             kin = self.kinematics()
-            memory = self._contact if self._contact is not None else contact_state(
-                self.body, kin, self.forces.contact, self.dt)
-            self._force = sphere_forces(self.body, kin, self.forces.contact, memory, self.dt)
-        return self._force
+            memory = self.state.contact if self.state.contact is not None else contact_state(
+                self.body, kin, c, self.dt)
+            self.state = self.state._replace(force=sphere_forces(self.body, kin, c, memory, self.dt))
+        return self.state.force
 
     def energy(self):
         """(kinetic, potential) energy [J] of the current state, each (B,)."""
@@ -280,59 +299,12 @@ class Simulator:
     def step(self, tau=None):
         """Advance one step under generalised force tau (B, nv) or (nv,) [N m or N] (default 0).
 
-        Returns diagnostics: iterations (B,), grad_norm (B,), converged (B,) (explicit integrators: 0, 0, True).
+        Returns diagnostics, each (B,): iterations, grad_norm, converged (explicit integrators: 0, 0, True); the
+        impulse model adds contacts, lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged.
         """
-        xp, body = self.xp, self.body
-        tau = self._batch(np.zeros(body.nv) if tau is None else tau, body.nv, "tau")
-        if self.integrator != "pbad":
-            self._q, self._qd = EXPLICIT[self.integrator](body, self._q, self._qd, tau, self.dt, self.gravity)
-            zeros = xp.zeros(self.num_envs)
-            self.time += self.dt
-            return {"iterations": zeros.astype(xp.int64), "grad_norm": zeros,
-                    "converged": xp.ones(self.num_envs, dtype=bool)}
-        if self._kin is None:
-            self._kin = forward_kinematics(body, self._q)
-        if self.forces.contact is not None and self._contact is None:
-            self._contact = contact_state(body, self._kin, self.forces.contact, self.dt)
-        if self.impulse is not None:
-            return self._step_impulse(tau)
-        res = self._step_collocation(tau) if self.order > 2 else self._step_pbad(tau)
-        self._fresh = self.xp.zeros(self.num_envs, dtype=bool)
-        self._kin = forward_kinematics(body, self._q)
-        if self.forces.contact is not None:  # the force the step applied: the new poses with the step's memory
-            self._force = sphere_forces(body, self._kin, self.forces.contact, self._contact, self.dt)
-            self._contact = contact_state(body, self._kin, self.forces.contact, self.dt, prev=self._contact)
-        self.time += self.dt
-        return {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged}
-
-    def _step_impulse(self, tau):
-        q_new, info, self._impulse = impulse_step(
-            self.body, self._q_prev, self._q, tau, self.dt, self.forces, self.impulse, self._impulse,
-            optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
-            kin_prev=self._kin_prev, kin_cur=self._kin, **self.lcp_options)
-        self._q_prev, self._q, self._kin_prev = self._q, q_new, self._kin
-        self._kin = forward_kinematics(self.body, q_new)
-        self.time += self.dt
-        return {k: info[k] for k in ("iterations", "grad_norm", "converged", "contacts", "lcp_iterations",
-                                     "lcp_residual", "lcp_converged", "sqp_iterations", "sqp_converged")}
-
-    def _step_pbad(self, tau):
-        q_new, res = pbad_step(self.body, self._q_prev, self._q, tau, self.dt, self.forces,
-                               optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol, hessian=self.hessian,
-                               kin_prev=self._kin_prev, kin_cur=self._kin, contact=self._contact)
-        self._q_prev, self._q, self._kin_prev = self._q, q_new, self._kin
-        return res
-
-    def _step_collocation(self, tau):
-        # warm start at constant velocity: extrapolating the last step's polynomial cuts iterations, but on stiff
-        # chains (100 links) its overshoot lands Newton on a spurious root and the run blows up
-        nodes, res = collocation_step(self.body, self._q_prev, self._q, self.qd, tau, self.dt, self.forces,
-                                      self.order, optimizer=self.optimizer, max_iter=self.max_iter, tol=self.tol,
-                                      contact=self._contact)
-        xp = self.xp
-        self._nodes = xp.concatenate([self._q_prev[:, None], self._q[:, None], nodes], 1)
-        self._q_prev, self._q = nodes[:, -2], nodes[:, -1]
-        return res
+        tau = self._batch(np.zeros(self.body.nv) if tau is None else tau, self.body.nv, "tau")
+        self.state, info = self._step(self.model, self.state, tau, self.options)
+        return info.as_dict()
 
     def __repr__(self):
         return (f"Simulator({self.body!r}, dt={self.dt}, integrator={self.integrator!r}, num_envs={self.num_envs}, "

@@ -1,12 +1,12 @@
 """Impulse ground contact (docs/physics.md §5): resting without sinking, Coulomb stopping distance, slopes, rolling,
 per-trajectory independence with padded contact counts, warm start, and agreement of the LCP methods.
 
-The step is driven through :func:`pbad_gym.contact.impulse_step` by a small local loop that keeps (q_prev, q)
-the way the Simulator does (velocity = (q_k ⊖ q_{k−1})/Δt)."""
+The step is driven through :func:`pbad_gym.integrators.impulse.impulse_step` by a small local loop that keeps
+(q_prev, q) the way the Simulator does (velocity = (q_k ⊖ q_{k−1})/Δt)."""
 import numpy as np
 import pytest
 
-from pbad_gym.contact import ImpulseContact, impulse_step, initial_state, make_impulse_contact, without_contact
+from pbad_gym.integrators.impulse import ImpulseContact, impulse_step, initial_state, make_impulse_contact
 from pbad_gym.energies import ForceModel, GroundContact
 from pbad_gym.integrators import pbad_step
 from pbad_gym.kinematics import difference, integrate, quat_to_rot
@@ -215,7 +215,6 @@ def test_options_are_validated():
     with pytest.raises(ValueError, match="state.impulse"):
         impulse_step(body, q_prev, q, tau, DT, ForceModel(), state=initial_state(body, 2))
     assert make_impulse_contact({"mu": 0.3}).mu == 0.3 and make_impulse_contact(None) == ImpulseContact()
-    assert without_contact(ForceModel(contact=GroundContact())).contact is None
 
 
 @pytest.mark.parametrize("meff", ["exact", "mass"])

@@ -7,7 +7,7 @@ import pytest
 
 import pbad_gym  # noqa: F401
 from pbad_gym import Simulator
-from pbad_gym.contact import sphere_gaps
+from pbad_gym.integrators.impulse import sphere_gaps
 from pbad_gym.energies import limit_terms
 from pbad_gym.kinematics import difference
 from pbad_gym.model import spider

@@ -54,7 +54,7 @@ def impulse_row(env_id, method, args):
     the steps that start with no sphere more than 1 cm inside the ground (a reset pose can start deeper: lifting
     it out raises the potential energy), mean LCP sweeps per solve, share of solves at the sweep cap, mean contact
     passes, unconverged share, seconds)."""
-    from ..contact import sphere_gaps
+    from ..integrators.impulse import sphere_gaps
     from ..kinematics import difference
 
     env = _make(env_id, args.num_envs, max_episode_steps=None, terminate_when_unhealthy=False,

@@ -30,10 +30,11 @@ from ..energies.joints import chart_jacobian, joint_chart
 from ..energies.contact import GroundContact, point_terms_to_links, sphere_centres
 from ..kinematics import (cross_hessian, cross_spatial_form, difference, forward_kinematics, generalized_gradient,
                           generalized_hessian, integrate, matvec, mixed_moments, pose_gradient_wrench, skew)
-from ..optim import lbfgs, levenberg_marquardt
+from .options import COLLOCATION_ORDERS as ORDERS
+from .options import SolverOptions
 from .pbad import as_force_model
-
-ORDERS = (3, 4)
+from .solve import minimize
+from .state import StepInfo, advance, with_kinematics
 
 
 def collocation_nodes(order):
@@ -324,12 +325,13 @@ def velocity_guess(body, q_cur, qd_cur, dt, order):
 
 
 def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *, optimizer="lm", max_iter=None,
-                     tol=1e-9, contact=None, W=None, guess=None):
+                     tol=None, contact=None, W=None, guess=None):
     """One collocation step of ``order`` for a batch. q_prevnode: the previous step's last interior node (B, nq);
     qd_cur (B, nv): a velocity estimate at t_k for the default warm start; guess (B, K−1, nq): another warm start;
     optimizer "lm" (default: Gauss-Newton steps on the residual), "lbfgs" or "lbfgs_hessian" (on the same weighted
-    squared residual, for comparison; max_iter default 50 / 2000).
+    squared residual, for comparison); max_iter / tol: None takes :class:`SolverOptions`' defaults.
     Returns (nodes (B, K−1, nq) at α_1 … 1, LMResult with grad_norm = max |r|/D)."""
+    options = SolverOptions.create(q_cur.dtype, order=order, optimizer=optimizer, max_iter=max_iter, tol=tol)
     data = prepare_collocation(body, q_prevnode, q_cur, tau, dt, forces, order, contact, W)
     B, n = q_cur.shape[0], order - 1
     x0 = (velocity_guess(body, q_cur, qd_cur, dt, order) if guess is None else guess).reshape(B, -1)
@@ -339,19 +341,33 @@ def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *,
         out = integrate(body, x.reshape(Bx * n, body.nq), dx.reshape(Bx * n, body.nv))
         return out.reshape(Bx, -1)
 
-    value_grad = lambda x, idx: _objective(body, x, data.take(idx), n)  # noqa: E731
-    if optimizer in ("lbfgs", "lbfgs_hessian"):
-        first = value_grad(x0, None)
-        F, D = _gauss_newton_factor(first[2])
-        h0 = None
-        if optimizer == "lbfgs_hessian":
-            Finv = xp_of(x0).linalg.inv(F)  # (FᵀF)⁻¹ = F⁻¹F⁻ᵀ: cond(F) ~1e6 where cond(FᵀF) ~1e12
-            h0 = Finv @ xp_of(x0).swapaxes(Finv, -1, -2)
-        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 2000, tol=tol, scale=D, h0_matrix=h0, first=first)
-    else:  # the residual Jacobian is exact: start with undamped Newton steps
-        res = levenberg_marquardt(value_grad, _gauss_newton_factor, retract, x0, max_iter=max_iter or 50, tol=tol,
-                                  sqrt_hessian=True, mu0=0.0)
+    def initial_inverse(ctx, matrix):
+        F, D = _gauss_newton_factor(ctx)
+        if not matrix:
+            return D, None
+        Finv = xp_of(F).linalg.inv(F)  # (FᵀF)⁻¹ = F⁻¹F⁻ᵀ: cond(F) ~1e6 where cond(FᵀF) ~1e12
+        return D, Finv @ xp_of(F).swapaxes(Finv, -1, -2)
+
+    # the residual Jacobian is exact: LM starts with undamped Newton steps
+    res = minimize(lambda x, idx: _objective(body, x, data.take(idx), n), retract, x0, options,
+                   hessian=_gauss_newton_factor, initial_inverse=initial_inverse, sqrt_hessian=True, mu0=0.0)
     return res.x.reshape(B, n, body.nq), res
+
+
+def step(model, state, tau, options):
+    """The collocation step of the step contract (order K = options.order): (State, StepInfo)."""
+    state = with_kinematics(model, state)
+    xp, body, dt, order = xp_of(state.q), model.body, model.dt, options.order
+    qd = state.qd if state.nodes is None else xp.where(
+        state.fresh[:, None], state.qd, node_velocity(body, state.nodes, dt, order))
+    # warm start at constant velocity: extrapolating the last step's polynomial cuts iterations, but on stiff
+    # chains (100 links) its overshoot lands Newton on a spurious root and the run blows up
+    nodes, res = collocation_step(body, state.q_prev, state.q, qd, tau, dt, model.forces, order,
+                                  optimizer=options.optimizer, max_iter=options.max_iter, tol=options.tol,
+                                  contact=state.contact)
+    all_nodes = xp.concatenate([state.q_prev[:, None], state.q[:, None], nodes], 1)
+    return (advance(model, state, nodes[:, -2], nodes[:, -1], nodes=all_nodes),
+            StepInfo(res.iterations, res.grad_norm, res.converged))
 
 
 def node_velocity(body, nodes_all, dt, order):

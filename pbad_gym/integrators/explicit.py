@@ -6,8 +6,10 @@ Rotations stay on the manifold: Euler steps use q ⊕ Δt q̇; RK4 integrates q 
 """
 from __future__ import annotations
 
+from ..arrays import xp_of
 from ..dynamics import forward_dynamics
 from ..kinematics import integrate, normalize, qdot
+from .state import StepInfo
 
 
 def euler(body, q, qd, tau, dt, gravity):
@@ -37,3 +39,19 @@ def rk4(body, q, qd, tau, dt, gravity):
 
 
 EXPLICIT = {"euler": euler, "semi_implicit_euler": semi_implicit_euler, "rk4": rk4}
+
+
+def explicit_step(scheme):
+    """The step-contract function of the explicit ``scheme`` (a key of EXPLICIT): gravity and actuation only,
+    diagnostics 0 iterations, converged."""
+    fn = EXPLICIT[scheme]
+
+    def step(model, state, tau, options):
+        q, qd = fn(model.body, state.q, state.qd, tau, model.dt, model.gravity)
+        xp, B = xp_of(q), q.shape[0]
+        zeros = xp.zeros(B, dtype=q.dtype)
+        info = StepInfo(xp.zeros(B, dtype=xp.int64), zeros, xp.ones(B, dtype=bool))
+        return state._replace(q=q, qd=qd, kin=None, time=state.time + model.dt), info
+
+    step.__doc__ = f"{scheme}: " + (fn.__doc__ or "")
+    return step

@@ -17,10 +17,9 @@ from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, 
                         limit_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
-from ..optim import lbfgs, levenberg_marquardt
-
-HESSIANS = ("exact", "gauss_newton")
-OPTIMIZERS = ("lm", "lbfgs", "lbfgs_hessian")
+from .options import SolverOptions
+from .solve import minimize
+from .state import StepInfo, advance, with_kinematics
 
 
 _BATCHED = ("A", "b", "q_ref", "tau", "W", "q_pred")
@@ -159,32 +158,40 @@ def step_energy(body, q, data, derivatives=False, hessian="exact"):
     return E, g, H, D
 
 
-def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=None, tol=1e-9,
+def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=None, tol=None,
               hessian="exact", record_history=False, kin_prev=None, kin_cur=None, contact=None):
     """One order-2 PBAD step for a batch: returns (q_next (B, nq), LMResult diagnostics).
 
     forces: a ForceModel, or a gravity vector (3,) for gravity and actuation only. optimizer: "lm", "lbfgs"
     (initial inverse Hessian: the Gauss-Newton diagonal at the warm start, O(n) per iteration, as the paper) or
     "lbfgs_hessian" (initial inverse Hessian: the inverse step Hessian at the warm start, O(n²)); all stop on
-    the same measure; max_iter defaults
-    to 50 for LM and 500 for L-BFGS. kin_prev / kin_cur: kinematics of q_prev / q_cur when the caller already has
-    them; contact: lagged contact state of q_cur.
+    the same measure. max_iter / tol: None takes :class:`SolverOptions`' defaults for the optimiser and dtype.
+    kin_prev / kin_cur: kinematics of q_prev / q_cur when the caller already has them; contact: lagged contact
+    memory of q_cur.
     """
-    if hessian not in HESSIANS:
-        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact)
-    x0 = data.q_pred
-    value_grad = lambda x, idx: step_energy_grad(body, x, data.take(idx), hessian)  # noqa: E731
-    retract = lambda x, idx, dx: integrate(body, x, dx)  # noqa: E731
-    if optimizer == "lm":
-        res = levenberg_marquardt(value_grad, lambda ctx: step_hessian(body, ctx), retract, x0,
-                                  max_iter=max_iter or 50, tol=tol, record_history=record_history)
-    else:  # L-BFGS from the Gauss-Newton diagonal, or ("lbfgs_hessian") from the inverse step Hessian at x0
-        first = value_grad(x0, None)
-        H, D = step_hessian(body, first[2]._replace(hessian="gauss_newton"))  # SPD
-        h0 = xp_of(x0).linalg.inv(H) if optimizer == "lbfgs_hessian" else None
-        res = lbfgs(value_grad, retract, x0, max_iter=max_iter or 500, tol=tol, scale=D,
-                    record_history=record_history, h0_matrix=h0, first=first)
+    options = SolverOptions.create(q_cur.dtype, optimizer=optimizer, max_iter=max_iter, tol=tol, hessian=hessian)
+    return solve_step(body, prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact), options,
+                      record_history)
+
+
+def solve_step(body, data, options, record_history=False):
+    """Minimise the order-2 step energy of ``data`` (StepData) from its warm start: (q_next, LMResult)."""
+    def initial_inverse(ctx, matrix):
+        H, D = step_hessian(body, ctx._replace(hessian="gauss_newton"))  # SPD
+        return D, (xp_of(H).linalg.inv(H) if matrix else None)
+
+    res = minimize(lambda x, idx: step_energy_grad(body, x, data.take(idx), options.hessian),
+                   lambda x, idx, dx: integrate(body, x, dx), data.q_pred, options,
+                   hessian=lambda ctx: step_hessian(body, ctx), initial_inverse=initial_inverse,
+                   record_history=record_history)
     return res.x, res
+
+
+def step(model, state, tau, options):
+    """The order-2 PBAD step of the step contract: (State, StepInfo) after one step under tau (B, nv)."""
+    state = with_kinematics(model, state)
+    body = model.body
+    kin_prev = forward_kinematics(body, state.q_prev) if state.kin_prev is None else state.kin_prev
+    data = prepare_step(body, state.q_prev, state.q, tau, model.dt, model.forces, kin_prev, state.kin, state.contact)
+    q_next, res = solve_step(body, data, options)
+    return advance(model, state, state.q, q_next), StepInfo(res.iterations, res.grad_norm, res.converged)

@@ -35,14 +35,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .arrays import xp_of
-from .dynamics import crba
-from .energies import ForceModel, sphere_centres
-from .energies.joints import limit_arrays
-from .integrators.pbad import (HESSIANS, as_force_model, pbad_step, prepare_step, step_energy,
-                               step_energy_grad, step_hessian)
-from .kinematics import difference, forward_kinematics, integrate, matvec, point_jacobian, skew
-from .lcp import METHODS, ORDERS, Friction, solve
+from ..arrays import xp_of
+from ..dynamics import crba
+from ..energies import sphere_centres
+from ..energies.joints import limit_arrays
+from ..kinematics import difference, forward_kinematics, integrate, matvec, point_jacobian, skew
+from ..lcp import Friction, solve
+from .options import LCPOptions, SolverOptions
+from .pbad import as_force_model, prepare_step, solve_step, step_energy, step_energy_grad, step_hessian
+from .state import StepInfo, advance, with_kinematics
 
 CONTACT_MODELS = ("penalty", "impulse")
 EFFECTIVE_MASSES = ("gauss_newton", "exact", "mass")
@@ -113,22 +114,9 @@ def initial_state(body, batch, xp=np, dtype=np.float64):
 
 
 def check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega=1.0):
-    """Validate the LCP options (clear errors before any work)."""
-    if lcp_method not in METHODS:
-        raise ValueError(f"lcp_method must be one of {METHODS}, got {lcp_method!r}")
-    if not isinstance(lcp_order, str) or lcp_order not in ORDERS + ("block",):
-        raise ValueError(f"lcp_order must be one of {ORDERS + ('block',)}, got {lcp_order!r}")
-    if lcp_method == "block_pgs" and lcp_order not in ("default", "random"):
-        raise ValueError(f"lcp_method='block_pgs' takes lcp_order 'default' or 'random', got {lcp_order!r}")
-    if int(lcp_iterations) != lcp_iterations or lcp_iterations < 1:
-        raise ValueError(f"lcp_iterations must be a positive integer, got {lcp_iterations!r}")
-    if not (np.isfinite(lcp_tol) and lcp_tol >= 0):
-        raise ValueError(f"lcp_tol must be a non-negative number, got {lcp_tol!r}")
-    if not (isinstance(lcp_omega, (int, float, np.floating, np.integer)) and 0 < lcp_omega < 2):
-        raise ValueError(f"lcp_omega (the relaxation factor ω) must lie in (0, 2), got {lcp_omega!r}")
-    if lcp_method == "block_pgs" and lcp_omega != 1:
-        raise ValueError("lcp_omega applies to lcp_method 'pgs', 'psor' and 'amgs'; block_pgs solves each contact "
-                         f"exactly and takes lcp_omega=1, got {lcp_omega!r}")
+    """Validate the LCP options (clear errors before any work); returns the LCPOptions."""
+    return LCPOptions.create(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=lcp_iterations,
+                             lcp_tol=lcp_tol, lcp_omega=lcp_omega)
 
 
 # --- contact geometry ------------------------------------------------------------------------------------------
@@ -211,7 +199,7 @@ def _lcp_system(J, M, v_tilde, g, valid, params, dt):
 # --- the step --------------------------------------------------------------------------------------------------
 def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, *, lcp_method="pgs",
                  lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, optimizer="lm", max_iter=None,
-                 tol=1e-9, hessian="exact", kin_prev=None, kin_cur=None):
+                 tol=None, hessian="exact", kin_prev=None, kin_cur=None):
     """One PBAD step with impulse ground contact (docs/physics.md §5) for a batch of B trajectories.
 
     body: a Body with contact spheres. q_prev, q_cur (B, nq): q_{k−1}, q_k. tau (B, nv) generalised force.
@@ -231,28 +219,44 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     params = ImpulseContact() if params is None else params
     if not isinstance(params, ImpulseContact):
         raise ValueError(f"params must be an ImpulseContact, got {params!r}")
-    check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega)
-    if hessian not in HESSIANS:
-        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+    lcp = check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega)
+    options = SolverOptions.create(q_cur.dtype, optimizer=optimizer, max_iter=max_iter, tol=tol, hessian=hessian)
     forces = as_force_model(forces)
     if forces.contact is not None:
         raise ValueError("impulse contact replaces the penalty contact energy: pass a ForceModel with contact=None")
     S = len(body.contact_points()[0])
     if S == 0:
         raise ValueError("impulse contact needs contact spheres on the body's links")
-    xp = xp_of(q_cur)
-    B, dtype = q_cur.shape[0], q_cur.dtype
+    B = q_cur.shape[0]
     if state is None:
-        state = initial_state(body, B, xp, dtype)
+        state = initial_state(body, B, xp_of(q_cur), q_cur.dtype)
     if tuple(state.impulse.shape) != (B, S, 3):
         raise ValueError(f"state.impulse must have shape ({B}, {S}, 3), got {tuple(state.impulse.shape)}")
-    dt = float(dt)
+    data = prepare_step(body, q_prev, q_cur, tau, float(dt), forces, kin_prev, kin_cur)
+    return _impulse_step(body, data, params, state, options, lcp)
+
+
+def step(model, state, tau, options):
+    """The impulse-contact step of the step contract: (State, StepInfo); model.impulse holds the ImpulseContact
+    and model.lcp the LCPOptions."""
+    state = with_kinematics(model, state)
+    body = model.body
+    kin_prev = forward_kinematics(body, state.q_prev) if state.kin_prev is None else state.kin_prev
+    data = prepare_step(body, state.q_prev, state.q, tau, model.dt, model.forces, kin_prev, state.kin)
+    q_next, info, impulse = _impulse_step(body, data, model.impulse, state.impulse, options, model.lcp)
+    return (advance(model, state, state.q, q_next, impulse=impulse),
+            StepInfo(**{k: info[k] for k in StepInfo._fields}))
+
+
+def _impulse_step(body, data, params, state, options, lcp):
+    """:func:`impulse_step` on prepared StepData (the constants of q_{k−1}, q_k, τ) and validated options."""
+    q_cur, dt = data.q_ref, data.dt
+    xp = xp_of(q_cur)
+    B, dtype = q_cur.shape[0], q_cur.dtype
+    kin_cur = data.kin_ref
 
     # 1. contact-free PBAD step
-    kin_prev = forward_kinematics(body, q_prev) if kin_prev is None else kin_prev
-    kin_cur = forward_kinematics(body, q_cur) if kin_cur is None else kin_cur
-    q_tilde, res = pbad_step(body, q_prev, q_cur, tau, dt, forces, optimizer=optimizer, max_iter=max_iter, tol=tol,
-                             hessian=hessian, kin_prev=kin_prev, kin_cur=kin_cur)
+    q_tilde, res = solve_step(body, data, options)
     v_tilde = difference(body, q_cur, q_tilde) / dt
     info = {"iterations": res.iterations, "grad_norm": res.grad_norm, "converged": res.converged, "lm": res}
 
@@ -280,9 +284,8 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     rows = xp.nonzero(has)[0]
     warm = params.warm_start * _gather(state.impulse, slots).reshape(B, 3 * c)
     q_c, v_c, lam, stats = _sequential_lcp(
-        body, prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur).take(rows), q_tilde[rows],
-        v_tilde[rows], J[rows], _gather(gap, slots)[rows], valid[rows], warm[rows], params,
-        dict(method=lcp_method, order=lcp_order, max_iter=int(lcp_iterations), tol=lcp_tol, omega=lcp_omega))
+        body, data.take(rows), q_tilde[rows], v_tilde[rows], J[rows], _gather(gap, slots)[rows], valid[rows],
+        warm[rows], params, lcp.solve_kwargs())
     q_next, v = q_tilde.copy(), v_tilde.copy()
     q_next[rows], v[rows] = q_c, v_c
     for k, val in stats.items():
@@ -456,9 +459,3 @@ def _line_search(body, data, q, v, lam, work, phi, v_new, lam_new, J, params, ha
         if not bool(xp.any(pending)):
             break
     return ~pending
-
-
-def without_contact(forces):
-    """The ForceModel ``forces`` with its penalty contact removed (for building the impulse model's forces)."""
-    forces = as_force_model(forces)
-    return dataclasses.replace(forces, contact=None) if isinstance(forces, ForceModel) else forces

@@ -1,0 +1,112 @@
+"""The step contract shared by every integrator (docs/architecture.md, "The step seam").
+
+Every scheme is one function ``step(model, state, tau, options) -> (state, StepInfo)``: ``model`` holds what does
+not change between steps (:class:`StepModel`), ``state`` every batched array that does (:class:`State`),
+``options`` the :class:`~pbad_gym.integrators.options.SolverOptions`. Steps never write into their input
+arrays, so a State is a value: keeping a reference is a snapshot.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..arrays import tree_map
+from ..energies import contact_state, sphere_forces
+from ..kinematics import forward_kinematics
+
+
+class StepModel(NamedTuple):
+    """Constants of a simulation: the Body (topology for the NumPy path), its BodyArrays, the ForceModel, Δt [s],
+    gravity (3,) [m/s²] as an array of the state's module and dtype, and for contact_model="impulse" the
+    ImpulseContact parameters and LCPOptions (else None)."""
+
+    body: object
+    arrays: object
+    forces: object
+    dt: float
+    gravity: object
+    impulse: object = None
+    lcp: object = None
+
+
+class State(NamedTuple):
+    """Batched state of B trajectories (batch axis first).
+
+    q, q_prev (B, nq): q_k and q_{k−1} (collocation: the previous step's last interior node). qd (B, nv): the
+    velocity of the explicit schemes, and the reset velocity until a collocation row's first step. nodes
+    (B, K+1, nq): collocation's last nodes or None. contact: penalty ContactMemory of q_k or None. impulse: the
+    impulse model's ImpulseState or None. force (B, S, 3) [N]: the ground force of the last step or None.
+    fresh (B,) bool: reset since the last step. kin, kin_prev: kinematics of q and q_prev (caches, None until
+    needed). time [s].
+    """
+
+    q: object
+    q_prev: object
+    qd: object
+    nodes: object = None
+    contact: object = None
+    impulse: object = None
+    force: object = None
+    fresh: object = None
+    kin: object = None
+    kin_prev: object = None
+    time: float = 0.0
+
+    def take(self, idx):
+        """The rows ``idx`` of every batched field."""
+        return tree_map(lambda a: a[idx], self)
+
+    def with_rows(self, idx, new):
+        """A copy with rows ``idx`` of every field that both States hold replaced by ``new``'s; fields either
+        lacks keep this State's value, and the cached kinematics are dropped."""
+        def put(cur, val):
+            out = cur.copy()
+            out[idx] = val
+            return out
+
+        fields = {k: (tree_map(put, getattr(self, k), getattr(new, k))
+                      if getattr(self, k) is not None and getattr(new, k) is not None else getattr(self, k))
+                  for k in self._fields if k not in ("kin", "kin_prev", "time")}
+        return State(**fields, kin=None, kin_prev=None, time=self.time)
+
+
+class StepInfo(NamedTuple):
+    """Per-trajectory diagnostics of one step, each (B,): optimiser iterations, scaled gradient norm (units of
+    q), converged; the impulse model adds contacts, lcp_iterations, lcp_residual, lcp_converged, sqp_iterations
+    and sqp_converged (None otherwise)."""
+
+    iterations: object
+    grad_norm: object
+    converged: object
+    contacts: object = None
+    lcp_iterations: object = None
+    lcp_residual: object = None
+    lcp_converged: object = None
+    sqp_iterations: object = None
+    sqp_converged: object = None
+
+    def as_dict(self):
+        """The fields that are set, as a dict (the Simulator's public ``step`` result)."""
+        return {k: v for k, v in self._asdict().items() if v is not None}
+
+
+def with_kinematics(model, state):
+    """``state`` with the kinematics of q and, for contact, the contact memory of q_k filled in."""
+    kin = forward_kinematics(model.body, state.q) if state.kin is None else state.kin
+    contact = state.contact
+    if model.forces.contact is not None and contact is None:
+        contact = contact_state(model.body, kin, model.forces.contact, model.dt)
+    return state._replace(kin=kin, contact=contact)
+
+
+def advance(model, state, q_prev, q, **fields):
+    """The State after a step that produced (q_prev, q): kinematics of the new q, and for penalty contact the
+    force the step applied (the new poses with the step's lagged memory) and the memory of the new q_k."""
+    body, contact, force = model.body, state.contact, state.force
+    kin = forward_kinematics(body, q)
+    if model.forces.contact is not None:
+        force = sphere_forces(body, kin, model.forces.contact, contact, model.dt)
+        contact = contact_state(body, kin, model.forces.contact, model.dt, prev=contact)
+    fresh = None if state.fresh is None else state.fresh & False
+    kin_prev = state.kin if q_prev is state.q else None  # collocation's q_prev is a node, not q_k
+    return state._replace(q=q, q_prev=q_prev, contact=contact, force=force, fresh=fresh, kin=kin,
+                          kin_prev=kin_prev, time=state.time + model.dt, **fields)
