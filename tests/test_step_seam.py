@@ -1,0 +1,125 @@
+"""The step seam: typed options validated once with their defaults in one table, State values, the registry."""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from pbad_gym import Simulator
+from pbad_gym.integrators import LCPOptions, SolverOptions, State, StepInfo, pbad
+from pbad_gym.model import BodyArrays, chain, put_body, spider
+from pbad_gym.simulator import select_step
+
+
+def test_solver_option_defaults_depend_on_dtype_optimizer_and_order():
+    assert SolverOptions.create(np.float64).tol == 1e-9 and SolverOptions.create(np.float32).tol == 1e-5
+    assert SolverOptions.create(optimizer="lm").max_iter == 50
+    assert SolverOptions.create(optimizer="lbfgs").max_iter == 500
+    assert SolverOptions.create(optimizer="lbfgs", order=3).max_iter == 2000
+    assert SolverOptions.create(max_iter=7, tol=1e-4).max_iter == 7
+    # the Simulator takes the same table: L-BFGS is no longer capped at LM's 50
+    assert Simulator(chain(2), 0.01, optimizer="lbfgs").max_iter == 500
+    assert Simulator(chain(2), 0.01, dtype=np.float32).tol == 1e-5
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(order=5), "order"), (dict(optimizer="newton"), "optimizer"), (dict(hessian="bfgs"), "hessian"),
+    (dict(max_iter=0), "max_iter"), (dict(max_iter=2.5), "max_iter"), (dict(max_iter=True), "max_iter"),
+    (dict(tol=0.0), "tol"), (dict(tol=-1.0), "tol"), (dict(tol=float("nan")), "tol"),
+])
+def test_solver_options_name_the_bad_argument(kwargs, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        SolverOptions.create(np.float64, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(lcp_method="gauss"), "lcp_method"), (dict(lcp_order="zigzag"), "lcp_order"),
+    (dict(lcp_iterations=0), "lcp_iterations"), (dict(lcp_tol=-1.0), "lcp_tol"), (dict(lcp_omega=2.0), "lcp_omega"),
+    (dict(lcp_method="block_pgs", lcp_omega=1.3), "lcp_omega"), (dict(lcp_tol="1e-9"), "lcp_tol"),
+])
+def test_lcp_options_name_the_bad_argument(kwargs, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        LCPOptions.create(**kwargs)
+
+
+def test_options_are_frozen():
+    with pytest.raises(Exception):
+        SolverOptions().tol = 1.0
+
+
+def test_body_arrays_are_typed_and_cached():
+    body = spider()
+    a = body.arrays(np, np.float32)
+    assert isinstance(a, BodyArrays) and a is body.arrays(np, np.float32)
+    assert a.mass.dtype == np.float32 and a.contact_link.dtype.kind == "i" and a.has_parent.dtype == bool
+    np.testing.assert_array_equal(put_body(body).contact_r, body.contact_points()[2])
+    with pytest.raises(AttributeError):
+        a.contact_radius  # noqa: B018 - a misspelt field fails loudly
+
+
+def test_snapshot_is_a_value_that_later_steps_do_not_touch():
+    sim = Simulator(spider(), 0.02, num_envs=3, contact=True, limit_stiffness=100.0)
+    rng = np.random.default_rng(0)
+    taus = rng.normal(scale=5.0, size=(6, 3, sim.body.nv))
+    for t in taus[:2]:
+        sim.step(t)
+    snap = sim.snapshot()
+    q_snap = snap.q.copy()
+    after = [sim.step(t) and sim.q.copy() for t in taus[2:]]
+    np.testing.assert_array_equal(snap.q, q_snap)
+    sim.restore(snap)
+    again = [sim.step(t) and sim.q.copy() for t in taus[2:]]
+    for a, b in zip(after, again):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_step_contract_returns_state_and_info():
+    sim = Simulator(chain(3), 0.01, num_envs=2)
+    state, info = pbad.step(sim.model, sim.state, np.zeros((2, 3)), sim.options)
+    assert isinstance(state, State) and isinstance(info, StepInfo)
+    assert state.time == pytest.approx(0.01) and sim.state.time == 0.0  # the input State is unchanged
+    assert set(info.as_dict()) == {"iterations", "grad_norm", "converged"}
+
+
+def test_registry_refuses_unknown_backend():
+    with pytest.raises(ValueError, match="backend"):
+        select_step("pbad", 2, "penalty", backend="fortran")
+
+
+def test_mid_episode_simulator_pickles_and_deep_copies():
+    sim = Simulator(spider(), 0.02, num_envs=2, contact={"friction": "coulomb"})
+    tau = np.random.default_rng(1).normal(scale=5.0, size=(2, sim.body.nv))
+    for _ in range(3):
+        sim.step(tau)
+    for other in (pickle.loads(pickle.dumps(sim)), copy.deepcopy(sim)):
+        for _ in range(3):
+            other.step(tau)
+        ref = copy.deepcopy(sim)
+        for _ in range(3):
+            ref.step(tau)
+        np.testing.assert_array_equal(other.q, ref.q)
+        np.testing.assert_array_equal(other.contact_forces, ref.contact_forces)
+
+
+@pytest.mark.parametrize("friction", ["viscous", "coulomb"])
+def test_contact_forces_carry_the_weight_and_respect_coulomb(friction):
+    """A spider settling on the ground: the engine's per-sphere forces sum to its weight, Coulomb friction stays
+    within μN of the step's lagged normal force, and a reset row reports normal forces only."""
+    body = spider()
+    sim = Simulator(body, 0.02, num_envs=2, contact={"friction": friction, "stiffness": 2e4, "mu": 0.5},
+                    limit_stiffness=100.0, damping=1.0)
+    q0 = body.q0()
+    q0[2] = 0.45
+    sim.reset(q0)
+    for _ in range(150):
+        sim.step()
+    F = sim.contact_forces
+    assert F.shape == (2, len(body.contact_points()[0]), 3)
+    np.testing.assert_allclose(F[..., 2].sum(1), body.total_mass * 9.81, rtol=0.02)
+    if friction == "coulomb":
+        normal = sim.state.contact.normal  # lagged normal force of this state; the step used the previous one
+        assert np.all(np.linalg.norm(F[..., :2], axis=-1) <= 0.5 * np.maximum(normal, F[..., 2]) * 1.05 + 1e-9)
+    sim.reset(sim.q[0], rows=[1])  # at rest on the ground: normal forces, no friction yet
+    G = sim.contact_forces
+    assert np.all(G[1, :, :2] == 0) and G[1, :, 2].sum() > 0.5 * body.total_mass * 9.81
+    np.testing.assert_array_equal(G[0], F[0])
