@@ -1,5 +1,6 @@
 """Rigid-body dynamics on the same model: mass matrix (composite rigid body algorithm), inverse dynamics
-(recursive Newton-Euler) and mechanical energy. World-frame spatial algebra, ordering (ω, v at the origin)."""
+(recursive Newton-Euler), mechanical energy and the centre of mass. World-frame spatial algebra, ordering (ω, v at
+the origin)."""
 from __future__ import annotations
 
 from .arrays import xp_of
@@ -25,7 +26,22 @@ def crba(body, q, kin=None):
     return M
 
 
-mass_matrix = crba
+def _world_first_moments(body, kin):
+    """First mass moments m·t + R·c of the links (B, L, 3) [kg m], world frame."""
+    xp = xp_of(kin.t)
+    c = body.arrays(xp, kin.t.dtype)
+    return matvec(kin.R, c.c) + c.mass[:, None] * kin.t
+
+
+def centre_of_mass(body, q=None, kin=None):
+    """Centre of mass (B, 3) [m, world frame] of the body at configurations q (B, nq), or at the forward
+    kinematics ``kin`` of them when already computed (then q is not needed)."""
+    if kin is None:
+        if q is None:
+            raise ValueError("centre_of_mass needs q (B, nq) or kin (forward kinematics)")
+        kin = forward_kinematics(body, q)
+    xp = xp_of(kin.t)
+    return xp.sum(_world_first_moments(body, kin), 1) / body.total_mass
 
 
 def motion_cross(a, b):
@@ -89,7 +105,6 @@ def energy(body, q, qd, gravity=GRAVITY):
     kin = forward_kinematics(body, q)
     M = crba(body, q, kin)
     ke = 0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)
-    c = body.arrays(xp, q.dtype)
-    cw = matvec(kin.R, c.c) + c.mass[:, None] * kin.t
+    cw = _world_first_moments(body, kin)
     pe = -xp.sum(cw @ xp.asarray(gravity, dtype=q.dtype), -1)
     return ke, pe

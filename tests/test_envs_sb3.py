@@ -37,7 +37,7 @@ def test_sb3_ppo_trains_on_the_native_batch():
 
 
 def test_sb3_reports_divergence_apart_from_time_limits():
-    venv = SB3VecEnv(SwimmerVectorEnv(num_envs=2, max_episode_steps=50, max_iter=1, tol=1e-15,
+    venv = SB3VecEnv(SwimmerVectorEnv(num_envs=2, max_episode_steps=50, max_iter=2, tol=1e-15,
                                       max_unconverged_steps=2))
     venv.seed(0)
     venv.reset()

@@ -1,8 +1,11 @@
 """Native batched Gymnasium environments on one Simulator (docs/environments.md).
 
 :class:`PBADVectorEnv` is a ``gymnasium.vector.VectorEnv`` that owns one batched :class:`Simulator`; a concrete
-environment supplies a model, a reset distribution, an observation and a reward (Brax-style) through four hooks.
-:class:`PBADEnv` is the single-environment form (``gymnasium.Env``) built on a batch of one.
+environment supplies a model, a reset distribution, an observation, a reward and its info through hooks named
+after Gymnasium's MuJoCo environments (:meth:`~PBADVectorEnv.reset_model`, :meth:`~PBADVectorEnv._get_obs`,
+:meth:`~PBADVectorEnv._get_rew`, :meth:`~PBADVectorEnv._get_reset_info`), each acting on the whole batch.
+:class:`PBADEnv` is the single-environment form (``gymnasium.Env``) built on a batch of one; it steps it through
+the vector env's public :meth:`~PBADVectorEnv.advance` (a step without autoreset and time limit).
 
 Conventions shared by both forms:
 - actions are float arrays in [-1, 1] (clipped, as MuJoCo clamps ``ctrlrange``), scaled by a per-actuator gear;
@@ -34,13 +37,14 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ..arrays import check_dtype, to_numpy
-from ..contact import CONTACT_MODELS, check_lcp_options
+from ..dynamics import centre_of_mass
+from ..integrators.impulse import CONTACT_MODELS, check_lcp_options
 from ..integrators import OPTIMIZERS
 from ..integrators.collocation import ORDERS as COLLOCATION_ORDERS
-from ..kinematics import matvec
 from ..lcp import METHODS as LCP_METHODS
 from ..simulator import Simulator
 from .divergence import DEFAULT_SAFETY, EnergyBudget
+from .render import render_frames
 
 ORDERS = (2,) + COLLOCATION_ORDERS
 NONFINITE_ACTIONS = ("raise", "zero")
@@ -70,6 +74,19 @@ def validate_solver_options(order, optimizer, contact_model, lcp_method, contact
         raise ValueError(f"lcp_method must be one of {LCP_METHODS}, got {lcp_method!r}")
 
 
+def check_max_iter(max_iter, minimum, task="the environment"):
+    """An environment's ``max_iter``: None (the engine's default for the optimiser: 50 for LM, 500 for L-BFGS)
+    or an integer >= ``minimum``, the task's measured floor: below it random actions leave the task's steps
+    unconverged and its rows are truncated as diverged after ``max_unconverged_steps`` steps — a configuration
+    mistake that would read as a physics failure (docs/environments.md, "Solver iterations")."""
+    if max_iter is None:
+        return None
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < minimum:
+        raise ValueError(f"max_iter must be None (the optimiser's default) or an integer >= {minimum} (solver "
+                         f"iterations per step; fewer leave {task}'s steps unconverged), got {max_iter!r}")
+    return int(max_iter)
+
+
 def _positive_int(value, name, allow_none=False):
     if allow_none and value is None:
         return None
@@ -80,12 +97,18 @@ def _positive_int(value, name, allow_none=False):
 
 class PBADVectorEnv(gymnasium.vector.VectorEnv):
     """Base of the native batched environments. Subclasses set ``obs_dim`` and implement :meth:`_build_body`,
-    :meth:`_sim_options`, :meth:`_initial_state`, :meth:`_observe` and :meth:`_reward` (see their docstrings).
+    :meth:`_sim_options`, :meth:`reset_model`, :meth:`_get_obs` and :meth:`_get_rew`, and may override
+    :meth:`_summary` and :meth:`_get_reset_info` (see their docstrings).
+
+    Contract with the single-env form: :meth:`advance` steps every sub-environment once without autoreset and time
+    limit and returns the batched step; :class:`PBADEnv` calls it, :meth:`reset` and :meth:`render`, nothing else.
 
     Common keyword arguments: num_envs, max_episode_steps (None: no time limit), dt, order (2; collocation orders
-    3 and 4 are refused with ground contact), optimizer, max_iter, tol (solver tolerance, a Newton-step estimate
-    in rad; None: 1e-7 in float64 — far below the O(Δt) integration error, about one LM iteration per step less
-    than the Simulator's 1e-9 — and 1e-5 in float32, near that dtype's resolution), contact_model, lcp_method
+    3 and 4 are refused with ground contact), optimizer, max_iter (solver iterations per step; None: the engine's
+    default for the optimiser, 50 for LM and 500 for L-BFGS; else an integer >= the env's ``min_max_iter``), tol
+    (solver tolerance, a Newton-step estimate in rad; None: 1e-7 in float64 — far below the O(Δt) integration
+    error, about one LM iteration per step less than the Simulator's 1e-9 — and 1e-5 in float32, near that
+    dtype's resolution), contact_model, lcp_method
     (one of :data:`pbad_gym.lcp.METHODS`; "block_pgs" by default: it solves each contact's normal and friction
     rows together and converges within a few sweeps on the Spider where PGS runs into its cap), lcp_omega
     (relaxation ω in (0, 2) of "pgs", "psor" and "amgs"; 1 for "block_pgs"), lcp_iterations (50), lcp_tol
@@ -97,8 +120,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
     obs_dim: int = 0
+    # smallest max_iter accepted: LM's first iteration cannot meet the convergence test, so below 2 every step
+    # is unconverged and every row is truncated as diverged; tasks raise it to their own measured floor
+    min_max_iter: int = 2
 
-    def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=50, tol=None,
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=None, tol=None,
                  contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
                  device="cpu", dtype=np.float64, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
@@ -115,6 +141,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.render_width = _positive_int(render_width, "render_width")
         self.render_height = _positive_int(render_height, "render_height")
         self.render_num_envs = _positive_int(render_num_envs, "render_num_envs")
+        max_iter = check_max_iter(max_iter, self.min_max_iter, type(self).__name__)
 
         self.body = self._build_body()
         self.actuated = np.asarray(self.body.meta["actuated"], dtype=np.int64)
@@ -174,32 +201,37 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         """Simulator keyword arguments: gravity, drag, contact, limit_stiffness, damping."""
         raise NotImplementedError
 
-    def _initial_state(self, rng) -> tuple:
-        """One sub-environment's reset state (q (nq,), qd (nv,)) drawn from generator ``rng``."""
+    def reset_model(self, rng) -> tuple:
+        """One sub-environment's initial state (q (nq,), qd (nv,)) drawn from generator ``rng`` (Gymnasium's
+        ``reset_model``, which writes the state itself: here the env writes the batch's rows)."""
         raise NotImplementedError
 
-    def _observe(self, q, qd, kin, before=None) -> np.ndarray:
-        """Observations (n, obs_dim) of states q (n, nq), qd (n, nv) with kinematics ``kin`` (NumPy arrays);
-        ``before``: the previous state's summary when the state follows a step (None after a reset)."""
+    def _get_obs(self, q, qd, kin) -> np.ndarray:
+        """Observations (B, obs_dim) of the current states q (B, nq), qd (B, nv) with kinematics ``kin`` (NumPy
+        arrays); quantities of the last step (contact forces) come from the Simulator."""
         raise NotImplementedError
 
-    def _reward(self, before, after, action) -> tuple:
-        """(reward (B,), terminated (B,), info dict of (B,) arrays) of one step from the ``before`` / ``after``
-        summaries (:meth:`_summary`) and the clipped actions (B, n_act)."""
+    def _get_rew(self, before, after, action) -> tuple:
+        """(reward (B,), terminated (B,), info dict of (B,) arrays: the reward terms and what else a step reports)
+        of one step from the ``before`` / ``after`` summaries (:meth:`_summary`) and the clipped actions
+        (B, n_act)."""
         raise NotImplementedError
 
     def _summary(self, q, qd, kin) -> dict:
-        """Quantities the reward needs from a state (NumPy arrays); default: the centre of mass."""
+        """Quantities the reward needs from a state (NumPy arrays (B, ...)); default: the centre of mass."""
         return {"com": self.centre_of_mass(kin)}
 
+    def _get_reset_info(self, summary) -> dict:
+        """Info (dict of (B,) arrays) of a state just reset, from its :meth:`_summary`: the reset's info and, on
+        an autoreset step, those entries of the reset rows; default: the centre of mass' x and y."""
+        com = summary["com"]
+        return {"x_position": com[:, 0].copy(), "y_position": com[:, 1].copy()}
+
     # --- state helpers --------------------------------------------------------------------------------------
-    def centre_of_mass(self, kin):
-        """Centre of mass (n, 3) of the body at kinematics ``kin``."""
-        b = self.body
-        c = b.arrays(self.xp, self.sim.dtype)
-        m = c.mass
-        moment = m[None, :, None] * kin.t + matvec(kin.R, c.c)
-        return to_numpy(self.xp.sum(moment, 1) / b.total_mass)
+    def centre_of_mass(self, kin=None):
+        """Centre of mass (B, 3) [m] (NumPy) of the body at kinematics ``kin`` (default: the current state's);
+        :func:`pbad_gym.dynamics.centre_of_mass`."""
+        return to_numpy(centre_of_mass(self.body, kin=self._kinematics() if kin is None else kin))
 
     def _kinematics(self):
         """Kinematics of the current configuration (cached by the Simulator)."""
@@ -245,7 +277,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         return np.clip(a, -1.0, 1.0), bad
 
     # --- core step on all rows ------------------------------------------------------------------------------
-    def _advance(self, action, skip=None):
+    def _physics_step(self, action, skip=None):
         """One physics step of every row under clipped actions (B, n_act); rows in ``skip`` get zero torque.
         Returns (obs float32 (B, obs_dim), reward (B,), terminated (B,), diverged (B,), info)."""
         sim, xp = self.sim, self.xp
@@ -259,9 +291,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             res = sim.step(xp.asarray(tau, dtype=sim.dtype))
             q, qd = self._state_numpy()
             kin = self._kinematics()
-            obs = self._observe(q, qd, kin, before)
+            obs = self._get_obs(q, qd, kin)
             after = self._summary(q, qd, kin)
-            reward, terminated, info = self._reward(before, after, action)
+            reward, terminated, info = self._get_rew(before, after, action)
         converged = to_numpy(res["converged"]).astype(bool)
         self._unconverged = np.where(converged, 0, self._unconverged + 1)
         finite = (np.all(np.isfinite(q), 1) & np.all(np.isfinite(qd), 1) & np.all(np.isfinite(obs), 1)
@@ -295,7 +327,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""
         rows = np.nonzero(mask)[0]
-        states = [self._initial_state(self._rngs[i]) for i in rows]
+        states = [self.reset_model(self._rngs[i]) for i in rows]
         q = np.stack([s[0] for s in states])
         qd = np.stack([s[1] for s in states])
         self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype),
@@ -309,7 +341,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         """Recompute observations and reward summaries of the masked rows from the current state."""
         q, qd = self._state_numpy()
         kin = self._kinematics()
-        obs = self._observe(q, qd, kin).astype(np.float32)
+        obs = self._get_obs(q, qd, kin).astype(np.float32)
         summary = self._summary(q, qd, kin)
         if mask is None or not getattr(self, "_last_summary", None):
             self._obs, self._last_summary = obs, summary
@@ -348,23 +380,33 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self._reset_rows(mask)
         self._refresh(mask if self._has_reset else None)
         self._has_reset = True
-        return self._obs.copy(), self._reset_info(mask)
+        return self._obs.copy(), self._get_reset_info(self._last_summary)
 
-    def _reset_info(self, mask):
-        q, _ = self._state_numpy()
-        info = self._state_info(q, self._last_summary)
-        return info
-
-    def _state_info(self, q, summary):
-        com = summary["com"]
-        return {"x_position": com[:, 0].copy(), "y_position": com[:, 1].copy()}
-
-    def step(self, actions):
+    def _require_reset(self):
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
+
+    def advance(self, actions, *, batched=True):
+        """One step of every sub-environment without autoreset and time limit: the contract of the single-env
+        form :class:`PBADEnv`, which owns its episode's end.
+
+        actions: (num_envs, actuators), or (actuators,) with ``batched=False`` (a batch of one), checked and
+        clipped as :meth:`step` does. A diverged row is restored to its pre-step state (as in :meth:`step`) but
+        not reset: the caller resets. Returns (obs float32 (B, obs_dim), reward (B,), terminated (B,),
+        diverged (B,), info dict of (B,) arrays) — ``diverged`` is the truncation of a row that left physics."""
+        self._require_reset()
+        a, sanitised = self._check_action(actions, batched=batched)
+        obs, reward, terminated, diverged, info = self._physics_step(a)
+        self._obs = obs
+        self._elapsed += 1
+        info["action_sanitised"] = sanitised
+        return obs, reward, terminated, diverged, info
+
+    def step(self, actions):
+        self._require_reset()
         a, sanitised = self._check_action(actions)
         pending = self._needs_reset.copy()
-        obs, reward, terminated, diverged, info = self._advance(a, skip=pending if pending.any() else None)
+        obs, reward, terminated, diverged, info = self._physics_step(a, skip=pending if pending.any() else None)
         self._elapsed += 1
         truncated = diverged.copy()
         if self.max_episode_steps is not None:
@@ -380,7 +422,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             for key, val in info.items():
                 if val.dtype.kind == "f":
                     info[key] = np.where(pending, 0.0, val)
-            for key, val in self._reset_info(pending).items():  # a reset step reports the reset state (Gymnasium)
+            for key, val in self._get_reset_info(self._last_summary).items():  # the reset state (Gymnasium)
                 info[key] = np.where(pending, val, info[key])
             info["diverged"] = info["diverged"] & ~pending
         self._needs_reset = terminated | truncated
@@ -392,18 +434,30 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             gymnasium.logger.warn("render() called without a render_mode; construct the env with "
                                   "render_mode='rgb_array'")
             return None
-        from .render import render_frames
-
         n = min(self.num_envs, self.render_num_envs)
-        return tuple(render_frames(self, np.arange(n)))
+        q = self.sim.q[self.xp.asarray(np.arange(n))]
+        return tuple(render_frames(self.body, q, width=self.render_width, height=self.render_height))
 
 
 class PBADEnv(gymnasium.Env):
     """Single-environment form: the vector environment ``vector_cls`` with one sub-environment, no autoreset and
-    no time limit of its own (``gymnasium.make`` adds the registered TimeLimit). Same keyword arguments."""
+    no time limit of its own (``gymnasium.make`` adds the registered TimeLimit). Same keyword arguments. It
+    steps through the vector env's public :meth:`PBADVectorEnv.advance`."""
 
     vector_cls = PBADVectorEnv
-    metadata = {"render_modes": ["rgb_array"]}
+
+    # metadata is an instance attribute behind a property: ``gymnasium.make`` reads a class-level dict before
+    # constructing and, for render_mode="human", would wrap the env in its pygame HumanRendering wrapper (which
+    # fails without pygame, or opens a window of a mode the env does not support) instead of letting the env
+    # refuse the mode. With the property it passes render_mode through, and the env raises its own ValueError
+    # naming render_mode and the accepted modes (as ``gymnasium.make_vec`` does).
+    @property
+    def metadata(self):
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value):
+        self._metadata = value
 
     def __init__(self, **kwargs):
         if "num_envs" in kwargs:
@@ -432,22 +486,12 @@ class PBADEnv(gymnasium.Env):
         return obs[0], {k: v[0].item() for k, v in info.items()}
 
     def step(self, action):
-        vec = self.vec
-        if not vec._has_reset:
-            raise RuntimeError("call reset() before step()")
-        a, sanitised = vec._check_action(action, batched=False)
-        obs, reward, terminated, diverged, info = vec._advance(a)
-        vec._obs = obs
-        vec._elapsed += 1
-        truncated = bool(diverged[0])
-        info["action_sanitised"] = sanitised
-        return (obs[0], float(reward[0]), bool(terminated[0]), truncated,
+        obs, reward, terminated, diverged, info = self.vec.advance(action, batched=False)
+        return (obs[0], float(reward[0]), bool(terminated[0]), bool(diverged[0]),
                 {k: v[0].item() for k, v in info.items()})
 
     def render(self):
         if self.render_mode is None:
             gymnasium.logger.warn("render() called without a render_mode")
             return None
-        from .render import render_frames
-
-        return render_frames(self.vec, np.arange(1))[0]
+        return self.vec.render()[0]

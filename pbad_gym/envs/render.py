@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import to_numpy
+from ..dynamics import centre_of_mass
 from ..kinematics import forward_kinematics
 
 LIGHT = np.array([-0.4, -0.5, 1.0]) / np.linalg.norm([-0.4, -0.5, 1.0])
@@ -60,7 +61,7 @@ def _capsule_normal(p, pa, pb, r):
 def primitives(body, R, t):
     """World capsules [(pa, pb, radius, colour index)] of one configuration (R (L, 3, 3), t (L, 3))."""
     out = []
-    meta = getattr(body, "meta", {})
+    meta = body.meta
     for link, p0, p1, rad in meta.get("segments", []):
         out.append((R[link] @ p0 + t[link], R[link] @ p1 + t[link], float(rad), link % len(PALETTE)))
     for link, c, rad in meta.get("spheres", []):
@@ -137,26 +138,29 @@ def with_render_fps(metadata, dt):
     return {**metadata, "render_fps": max(1, int(round(1.0 / dt)))}
 
 
-def render_frames(vec_env, indices):
-    """Frames of the sub-environments ``indices`` of a native vector env (camera on each one's centre of mass)."""
-    body = vec_env.body
-    q = vec_env.sim.q[vec_env.xp.asarray(np.asarray(indices))]
-    kin = forward_kinematics(body, q)
+def render_frames(body, q=None, kin=None, width=320, height=240):
+    """Frames (a list of (height, width, 3) uint8 images) of ``body`` at configurations q (n, nq), or at their
+    forward kinematics ``kin``; the camera aims at each pose's centre of mass. What to draw comes from
+    ``body.meta`` (segments, spheres; "feet": a walker on a ground plane; "seabed_depth": a grid that far below a
+    swimmer)."""
+    if kin is None:
+        if q is None:
+            raise ValueError("render_frames needs q (n, nq) or kin (forward kinematics)")
+        kin = forward_kinematics(body, q)
     R, t = to_numpy(kin.R), to_numpy(kin.t)
-    com = vec_env.centre_of_mass(kin)
-    meta = getattr(body, "meta", {})
+    com = to_numpy(centre_of_mass(body, kin=kin))
+    meta = body.meta
     walker = "feet" in meta
     seabed = meta.get("seabed_depth")  # swimmers: a grid below the body so that forward motion shows
     frames = []
-    for k in range(len(indices)):
+    for k in range(len(R)):
         target = com[k].copy()
         if walker:
             target[2] = 0.5 * target[2]
         ground_z = 0.0 if walker or seabed is None else com[k, 2] - seabed
-        frames.append(render_scene(primitives(body, R[k], t[k]), target, vec_env.render_width,
-                                   vec_env.render_height, ground=walker or seabed is not None,
-                                   distance=3.5 if walker else 4.5, elevation=0.4 if walker else 0.9,
-                                   ground_z=ground_z))
+        frames.append(render_scene(primitives(body, R[k], t[k]), target, width, height,
+                                   ground=walker or seabed is not None, distance=3.5 if walker else 4.5,
+                                   elevation=0.4 if walker else 0.9, ground_z=ground_z))
     return frames
 
 

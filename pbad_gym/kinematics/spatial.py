@@ -64,12 +64,6 @@ def world_moments(body, kin):
     return Moments(m, Rc + m[:, None] * t, Sw)
 
 
-def spatial_inertia(body, kin):
-    """World-frame spatial inertia about the origin per link (B, L, 6, 6), ordering (ω, v):
-    [[tr(S_w) 1 − S_w, [c_w]×], [[c_w]×ᵀ, m 1]]."""
-    return world_moments(body, kin).matrix()
-
-
 def spatial_from_moments(m, cw, Sw):
     """Spatial quadratic form [[tr(S) 1 − S, [c]×], [[c]×ᵀ, m 1]] from world moments m (…), c (…, 3), S (…, 3, 3)."""
     xp = xp_of(cw, Sw)

@@ -76,10 +76,15 @@ class Body:
     armature (nv,) per-DOF rotor inertia from the joints,
     levels (links grouped by depth), subtree (L, L) with subtree[a, i] = 1 if i is a or a descendant of a,
     hess_weight (nv, nv) used to assemble symmetric generalised Hessians, vel_carrier (nv, nv).
+    meta: a dict of data for the layers above the engine (the environments and the renderer: which DOFs are
+    actuated, the segments to draw, ...), given to the constructor; {} when not given. The engine never reads it.
     """
 
-    def __init__(self, links, name="body"):
+    def __init__(self, links, name="body", meta=None):
         self.name = name
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict or None, got {type(meta).__name__}")
+        self.meta = {} if meta is None else dict(meta)
         self.links = list(links)
         if not self.links:
             raise ValueError("a body needs at least one link")

@@ -1,7 +1,7 @@
 """Builders of the two robots of the environments: a 3-D swimmer and a four-legged spider (plain Body data).
 
-Both return a :class:`Body` and keep their layout in ``body.meta`` (a dict): which DOFs are actuated, the
-segment lengths and radii the renderer draws, and the ground/height data the environments need.
+Both return a :class:`Body` built with its layout as ``meta`` (a dict, ``body.meta``): which DOFs are actuated,
+the segment lengths and radii the renderer draws, and the ground/height data the environments need.
 """
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ import numpy as np
 from .body import Body, Link
 from .joints import Joint
 from .shapes import Capsule, Sphere
+
+
+def _nv(links):
+    """Number of DOFs of a list of links."""
+    return sum(lk.joint.nv for lk in links)
 
 
 def _rot_z(angle):
@@ -48,14 +53,13 @@ def swimmer(n_links: int = 4, link_length: float = 1.0, radius: float = 0.1, den
             place = (np.eye(3), np.array([-link_length, 0.0, 0.0]))
         shape = Capsule.fromto((0.0, 0.0, 0.0), (-link_length, 0.0, 0.0), radius, density)
         links.append(Link(f"link{i}", parent=i - 1, joint=joint, placement=place, shapes=[shape]))
-    body = Body(links, name=f"swimmer{n_links}")
-    body.meta = {
-        "actuated": np.arange(6, body.nv),
+    meta = {
+        "actuated": np.arange(6, _nv(links)),
         "segments": [(i, np.zeros(3), np.array([-link_length, 0.0, 0.0]), radius) for i in range(int(n_links))],
         "spheres": [],
         "seabed_depth": 1.0,  # [m] below the centre of mass: where the renderer draws its grid
     }
-    return body
+    return Body(links, name=f"swimmer{n_links}", meta=meta)
 
 
 def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), thigh_length: float = 0.2 * np.sqrt(2.0),
@@ -104,14 +108,13 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
                           contact_spheres=[(np.array([shin_length, 0.0, 0.0]), leg_radius)]))
         segments.append((thigh, np.zeros(3), np.array([thigh_length, 0.0, 0.0]), leg_radius))
         segments.append((thigh + 1, np.zeros(3), np.array([shin_length, 0.0, 0.0]), leg_radius))
-    body = Body(links, name="spider")
     # standing height at q = 0 with the feet on the ground
     foot_drop = shin_length * np.sin(knee_bend)
-    body.meta = {
-        "actuated": np.arange(6, body.nv),
+    meta = {
+        "actuated": np.arange(6, _nv(links)),
         "segments": segments,
         "spheres": [(0, np.zeros(3), torso_radius)],
         "feet": [(2 + 2 * k, np.array([shin_length, 0.0, 0.0]), leg_radius) for k in range(4)],
         "stand_height": float(foot_drop + leg_radius),
     }
-    return body
+    return Body(links, name="spider", meta=meta)
