@@ -12,4 +12,5 @@ BENCHMARKS = {
     "search": "pbad_gym.bench.search",
     "fig5": "pbad_gym.bench.fig5",
     "envchecks": "pbad_gym.bench.envchecks",
+    "fig4": "pbad_gym.bench.fig4",
 }
