@@ -10,6 +10,9 @@ Run folder: metrics.csv (one row per iteration), checkpoint.pkl (``es.pickle_dum
 pycma samples from it —, the reset-seed base, the observation statistics, iteration, best so far, counters;
 written atomically), best_policy.pkl (the best candidate so far with the statistics it was evaluated with),
 learning_curve.png. pycma writes no files: ``verb_log=0`` and no signals file.
+
+With ``workers > 0`` the candidates are evaluated in slices on Ray actors (``agents/distributed.py``); the reset
+seeds are per row as above and the slices merge in one fixed order, so metrics.csv is the same as with 0 workers.
 """
 from __future__ import annotations
 
@@ -22,10 +25,9 @@ import numpy as np
 
 from .config import TrainConfig
 from .policies import FlatPolicy, PolicySpec
-from .rollout import action_bounds, env_dt, evaluate
+from .rollout import action_bounds, env_dt, evaluate, make_train_envs
 from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
 from .stats import RunningStats
-from .vecenv import make_vec_env
 
 PLOT_EVERY = 10  # iterations between learning-curve redraws (a redraw costs about as much as a short iteration)
 FIELDS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
@@ -72,7 +74,7 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     P, E = c.popsize, c.episodes_per_candidate
-    envs = make_vec_env(with_episode_steps(cfg.env, c.episode_steps), P * E)
+    envs = make_train_envs(cfg, with_episode_steps(cfg.env, c.episode_steps), P * E)  # workers: Ray actors
     try:
         low, high = action_bounds(envs)
         spec = PolicySpec(kind=c.policy, obs_dim=int(np.prod(envs.single_observation_space.shape)),

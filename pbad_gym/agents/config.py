@@ -8,12 +8,16 @@ Unknown keys and bad values raise ``ValueError`` naming the valid keys / values.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
 import yaml
+
+
+_RAY_ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9_.\-]+:[0-9]{1,5}|(ray://)?\[[0-9A-Fa-f:]+\]:[0-9]{1,5}")
 
 
 def _check_positive(obj, names, integer=True):
@@ -150,11 +154,24 @@ class TrainConfig:
     """write checkpoint.pkl every this many iterations (and after the last)"""
     device: Literal["cpu", "cuda"] = "cpu"
     """torch device of PPO"""
+    workers: int = 0
+    """Ray actors that evaluate the population (CMA-ES) or step the sub-environments (PPO); 0: everything in this
+    process. Same seed → same metrics whatever the number (``pip install -e ".[distributed]"``)"""
+    ray_address: Optional[str] = None
+    """Ray cluster to join when workers > 0: None starts a local one, "auto" joins the one ``ray start --head``
+    started on this machine, "host:port" (or "ray://host:port") a remote head"""
+    worker_cpus: int = 1
+    """CPUs Ray reserves per actor; its numba / BLAS threads are capped to this"""
 
     def __post_init__(self):
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ValueError(f"TrainConfig.name must be a non-empty folder name without '/', got {self.name!r}")
-        _check_positive(self, ["checkpoint_every"])
+        _check_positive(self, ["checkpoint_every", "worker_cpus"])
+        if self.workers < 0:
+            raise ValueError(f"TrainConfig.workers must be a non-negative integer (0: no Ray), got {self.workers!r}")
+        if self.ray_address is not None and not _RAY_ADDRESS.fullmatch(self.ray_address):
+            raise ValueError(f"TrainConfig.ray_address must be null (start a local Ray cluster), 'auto' or "
+                             f"host:port, got {self.ray_address!r}")
 
 
 def _coerce(value, tp, key):

@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from .episodes import EpisodeTracker, evaluate_policy
+from .rollout import make_train_envs
 from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
 from .stats import RunningStats
-from .vecenv import make_vec_env
 
 METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
            "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_terminated", "learning_rate",
@@ -147,7 +147,7 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     if num_iterations < 1:
         raise ValueError(f"ppo.total_timesteps ({p.total_timesteps}) must be at least env.num_envs × ppo.num_steps "
                          f"({N * T})")
-    envs = make_vec_env(cfg.env, N)
+    envs = make_train_envs(cfg, cfg.env, N)  # workers > 0: the rows stepped in lock step by Ray actors
     space, obs_space = envs.single_action_space, envs.single_observation_space
     if len(space.shape) != 1 or len(obs_space.shape) != 1 or space.dtype.kind != "f":
         raise ValueError(f"PPO needs flat Box observation and action spaces; {cfg.env.id} has {obs_space} and {space}")

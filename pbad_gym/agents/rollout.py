@@ -4,6 +4,10 @@ Candidate i owns rows i·E … i·E + E − 1 (E episodes per candidate). Every 
 accumulating when its episode terminates or truncates (the vector env's NEXT_STEP autoreset restarts it on the
 next step; those steps are ignored) or after ``max_steps`` steps. The vector env comes from
 ``vecenv.make_vec_env`` (``gymnasium.make_vec``), so any registered Box-action environment works.
+
+Observation statistics are accumulated per row and reduced over the rows only at the end, so a population split
+over Ray actors (``agents/distributed.py``: each evaluates a slice of the rows) and merged with
+:func:`merge_results` gives the same sums bit for bit as one vector env holding every row.
 """
 from __future__ import annotations
 
@@ -13,6 +17,19 @@ import gymnasium
 import numpy as np
 
 from .stats import RunningStats
+
+
+def make_train_envs(cfg, env_cfg, num_envs: int):
+    """The trainers' vector env of ``num_envs`` rows: ``make_vec_env(env_cfg, num_envs)`` in this process when
+    ``cfg.workers`` is 0, else a ``distributed.RayVectorEnv`` whose rows are shared out over ``cfg.workers`` Ray
+    actors (Ray is imported only then)."""
+    if not getattr(cfg, "workers", 0):
+        from .vecenv import make_vec_env
+
+        return make_vec_env(env_cfg, num_envs)
+    from .distributed import RayVectorEnv
+
+    return RayVectorEnv(env_cfg, num_envs, cfg.workers, ray_address=cfg.ray_address, worker_cpus=cfg.worker_cpus)
 
 
 def env_dt(envs) -> float:
@@ -63,22 +80,54 @@ class RolloutResult:
     obs_stats: RunningStats
     row_returns: np.ndarray
     row_distances: np.ndarray
+    row_diverged: np.ndarray | None = None
+    row_obs: tuple | None = None
+    """per-row observation statistics (count (n,), sum (n, *obs), sum of squares (n, *obs)) the row slices of
+    :func:`merge_results` concatenate before reducing"""
+
+
+def _result(E, row_returns, row_distances, row_diverged, env_steps, row_obs) -> RolloutResult:
+    """The per-candidate :class:`RolloutResult` of rows grouped E per candidate; the observation statistics are
+    the per-row sums reduced over the rows (one fixed summation order, whichever actors ran the rows)."""
+    C = len(row_returns) // E
+    count, total, sumsq = row_obs
+    stats = RunningStats(total.shape[1:])
+    stats.count, stats.sum, stats.sumsq = float(count.sum()), total.sum(axis=0), sumsq.sum(axis=0)
+    return RolloutResult(returns=row_returns.reshape(C, E).mean(1), distances=row_distances.reshape(C, E).mean(1),
+                         diverged=row_diverged.reshape(C, E).any(1), env_steps=int(env_steps), obs_stats=stats,
+                         row_returns=row_returns, row_distances=row_distances, row_diverged=row_diverged,
+                         row_obs=row_obs)
+
+
+def merge_results(parts, episodes_per_candidate: int) -> RolloutResult:
+    """One :class:`RolloutResult` from the results of consecutive row slices (each a whole number of candidates),
+    equal bit for bit to evaluating all the rows in one vector env when the environment's rows are independent."""
+    parts = list(parts)
+    cat = [np.concatenate([getattr(p, k) for p in parts]) for k in ("row_returns", "row_distances", "row_diverged")]
+    row_obs = tuple(np.concatenate([p.row_obs[i] for p in parts]) for i in range(3))
+    return _result(int(episodes_per_candidate), *cat, sum(p.env_steps for p in parts), row_obs)
 
 
 def evaluate(envs, policy, episodes_per_candidate: int, max_steps: int, seeds) -> RolloutResult:
     """Run one episode in every row of ``envs`` under ``policy`` (``reset(n)``, ``act(obs (n, obs_dim))``),
     rows grouped by candidate (``envs.num_envs`` must be a multiple of ``episodes_per_candidate``); ``seeds``:
-    the reset seed of each row (list of num_envs ints) or an int (row i gets seed + i)."""
+    the reset seed of each row (list of num_envs ints) or an int (row i gets seed + i). A vector env sharded over
+    Ray actors (``distributed.RayVectorEnv``) evaluates slices of whole candidates on its actors instead."""
     n = envs.num_envs
     E = int(episodes_per_candidate)
     if n % E:
         raise ValueError(f"num_envs ({n}) must be a multiple of episodes_per_candidate ({E})")
+    if hasattr(envs, "evaluate_population"):
+        seeds = [int(seeds) + i for i in range(n)] if isinstance(seeds, (int, np.integer)) else list(seeds)
+        return envs.evaluate_population(policy, E, max_steps, seeds)
     obs, info = envs.reset(seed=seeds)
     policy.reset(n)
     x_start, has_x = _info_array(info, "x_position", n)
     x_last = None if x_start is None else x_start.astype(np.float64).copy()
-    stats = RunningStats(envs.single_observation_space.shape)
-    stats.update(obs)
+    obs_shape = envs.single_observation_space.shape
+    row_count = np.ones(n)
+    row_sum = np.asarray(obs, dtype=np.float64).copy().reshape((n,) + obs_shape)
+    row_sumsq = np.square(row_sum)
     active = np.ones(n, dtype=bool)
     returns = np.zeros(n)
     diverged = np.zeros(n, dtype=bool)
@@ -97,9 +146,9 @@ def evaluate(envs, policy, episodes_per_candidate: int, max_steps: int, seeds) -
         active &= ~(np.asarray(terminated) | np.asarray(truncated))
         if not active.any():
             break
-        stats.update(obs[active])
+        o = np.asarray(obs, dtype=np.float64)[active]
+        row_count[active] += 1
+        row_sum[active] += o
+        row_sumsq[active] += np.square(o)
     distances = np.full(n, np.nan) if x_last is None else np.where(has_x, x_last - x_start, np.nan)
-    C = n // E
-    return RolloutResult(returns=returns.reshape(C, E).mean(1), distances=distances.reshape(C, E).mean(1),
-                         diverged=diverged.reshape(C, E).any(1), env_steps=steps, obs_stats=stats,
-                         row_returns=returns, row_distances=distances)
+    return _result(E, returns, distances, diverged, steps, (row_count, row_sum, row_sumsq))
