@@ -12,5 +12,6 @@ BENCHMARKS = {
     "search": "pbad_gym.bench.search",
     "fig5": "pbad_gym.bench.fig5",
     "envchecks": "pbad_gym.bench.envchecks",
+    "scaling": "pbad_gym.bench.scaling",
     "fig4": "pbad_gym.bench.fig4",
 }
