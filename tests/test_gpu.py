@@ -1,8 +1,10 @@
-"""The CuPy path: the same engine code on device arrays. Skips cleanly where CuPy or a CUDA device is missing."""
+"""The CuPy path: the same engine code on device arrays, the environments on the GPU, array_type on the GPU and the
+host-synchronisation budget of a step. Skips cleanly where CuPy or a CUDA device is missing (CI); run on a device
+by ``scripts/device_check.sh``."""
 import numpy as np
 import pytest
 
-from pbad_gym.arrays import gpu_available, to_numpy
+from pbad_gym.arrays import count_host_syncs, gpu_available, to_numpy
 from pbad_gym.model import chain
 from pbad_gym.simulator import Simulator
 
@@ -21,3 +23,111 @@ def test_cupy_matches_numpy(kw):
         for s in sims:
             s.step(s.xp.asarray(tau))
     np.testing.assert_allclose(to_numpy(sims[1].q), sims[0].q, atol=1e-9)
+
+
+def test_state_stays_on_the_device():
+    import cupy
+
+    sim = Simulator(chain(4), dt=0.01, num_envs=8, device="cuda")
+    info = sim.step()
+    assert isinstance(sim.q, cupy.ndarray) and isinstance(sim.state.q_prev, cupy.ndarray)
+    assert all(isinstance(v, cupy.ndarray) for v in (info["iterations"], info["converged"]))
+
+
+# --- the environments: GPU vs CPU trajectories ---------------------------------------------------------------------
+ENVS = ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0")
+# (dtype, solver tol, steps, atol on q): float64 solved far below the tolerance so both devices stop at the same
+# minimiser to round-off; float32 at its default tolerance, compared to float32 resolution of the solve
+CASES = [(np.float64, 1e-11, 10, 1e-9), (np.float32, None, 5, 2e-3)]
+
+
+def _rollout(env_id, device, dtype, tol, steps, n=8, seed=0):
+    import gymnasium
+
+    import pbad_gym  # noqa: F401
+
+    env = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", device=device,
+                             dtype=dtype, tol=tol)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    qs, obs = [], []
+    for _ in range(steps):
+        o = env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))[0]
+        obs.append(to_numpy(o))
+        qs.append(to_numpy(env.unwrapped.sim.q).astype(np.float64))
+    env.close()
+    return np.array(qs), np.array(obs)
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+@pytest.mark.parametrize("dtype,tol,steps,atol", CASES, ids=["float64", "float32"])
+def test_env_gpu_matches_cpu(env_id, dtype, tol, steps, atol):
+    q_cpu, o_cpu = _rollout(env_id, "cpu", dtype, tol, steps)
+    q_gpu, o_gpu = _rollout(env_id, "cuda", dtype, tol, steps)
+    np.testing.assert_allclose(q_gpu, q_cpu, atol=atol, rtol=0, err_msg=f"{env_id} {np.dtype(dtype)} q")
+    scale = max(1.0, float(np.abs(o_cpu).max()))
+    np.testing.assert_allclose(o_gpu, o_cpu, atol=max(atol, 1e-6) * scale * 10, rtol=0,
+                               err_msg=f"{env_id} {np.dtype(dtype)} observations")
+
+
+# --- array_type on the GPU -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("array_type", ["cupy", "torch"])
+def test_array_type_on_the_gpu(array_type):
+    import cupy
+
+    from pbad_gym.envs import SwimmerVectorEnv
+
+    env = SwimmerVectorEnv(num_envs=4, device="cuda", array_type=array_type)
+    ref = SwimmerVectorEnv(num_envs=4, device="cuda")
+    obs, _ = env.reset(seed=0)
+    ref.reset(seed=0)
+    act = np.linspace(-1, 1, 4 * env.single_action_space.shape[0], dtype=np.float32).reshape(4, -1)
+    if array_type == "torch":
+        import torch
+
+        assert isinstance(obs, torch.Tensor) and obs.device.type == "cuda" and obs.dtype == torch.float32
+        step = env.step(torch.as_tensor(act, device="cuda"))  # CUDA tensors are accepted as actions
+        assert all(t.device.type == "cuda" for t in step[:4])
+    else:
+        assert isinstance(obs, cupy.ndarray) and obs.dtype == np.float32
+        step = env.step(cupy.asarray(act))
+        assert all(isinstance(t, cupy.ndarray) for t in step[:4])
+    expected = ref.step(act)
+    for got, want in zip(step[:4], expected[:4]):
+        np.testing.assert_array_equal(to_numpy(got), want)
+
+
+def test_torch_view_of_cupy_is_zero_copy():
+    import cupy
+
+    from pbad_gym.arrays import to_torch
+
+    a = cupy.arange(6, dtype=cupy.float32)
+    t = to_torch(a)
+    assert t.device.type == "cuda" and t.data_ptr() == a.data.ptr
+    a[0] = 5
+    assert float(t[0]) == 5.0
+
+
+# --- host synchronisation budget -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [dict(), dict(contact=dict(stiffness=1e3), floating=True)], ids=["chain", "contact"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_at_most_one_host_sync_per_lm_iteration(kw, dtype):
+    """The issue's budget: no host synchronisation inside a step except one "all converged?" check per LM
+    iteration. Counted by arrays.count_host_syncs (host_bool / host_int / to_numpy on device arrays and CuPy's
+    synchronising module functions such as cupy.nonzero); the failure message lists the sites."""
+    kw = dict(kw)
+    floating = kw.pop("floating", False)
+    body = chain(6, floating=floating)
+    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda", dtype=dtype, **kw)
+    rng = np.random.default_rng(0)
+    if not floating:  # random poses (the floating chain starts from its neutral pose on the ground)
+        sim.reset(q=rng.uniform(-0.3, 0.3, (64, body.nq)))
+    sim.step()  # warm-up (kernel compilation)
+    tau = sim.xp.asarray(1e-3 * rng.standard_normal((64, body.nv)), dtype=sim.dtype)
+    with count_host_syncs() as syncs:
+        info = sim.step(tau)
+    iterations = int(to_numpy(info["iterations"]).max())
+    assert syncs.count <= iterations + 1, (
+        f"{syncs.count} host syncs in one step of {iterations} LM iterations (budget {iterations + 1}): "
+        f"{dict(syncs.sites)}")

@@ -51,6 +51,8 @@ def add_arguments(p):
                    "when it is spent are recorded as skipped")
     p.add_argument("--no-gpu", action="store_true", help="CPU side only, even where a GPU is present")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--cpu-backend", default=None, help="Simulator backend of the CPU side of (a-d) (default: numba "
+                   "when registered, else numpy)")
 
 
 def _backends():
@@ -134,12 +136,15 @@ def _attempt(fn, *args):
         return None, f"{type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}"
 
 
-def chain_grid(links, trajs, steps, devices, backends, dtype, budget, log=print):
+def chain_grid(links, trajs, steps, devices, backends, dtype, budget, log=print, save=None):
     """Rows (N, B, steps, device, backend, seconds or None, LM iterations or None, status) for every case; each
-    (N, B) runs on every device in ``devices`` before the next, so a spent budget leaves whole pairs."""
+    (N, B) runs on every device in ``devices`` before the next, so a spent budget leaves whole pairs. ``save(rows)``
+    is called after each (N, B), so a run stopped from outside keeps what it measured."""
     rows = []
     for n in links:
         for b in trajs:
+            if save is not None and rows:
+                save(rows)
             for dev in ("cpu", "cuda"):
                 backend = backends[dev]
                 if dev not in devices:
@@ -159,11 +164,14 @@ def chain_grid(links, trajs, steps, devices, backends, dtype, budget, log=print)
     return rows
 
 
-def env_grid(envs, batches, seconds, devices, cpu_max, budget, log=print):
-    """Rows (env, num_envs, device, env-steps/s or None, LM iterations or None, status)."""
+def env_grid(envs, batches, seconds, devices, cpu_max, budget, log=print, save=None):
+    """Rows (env, num_envs, device, env-steps/s or None, LM iterations or None, status); ``save(rows)`` as in
+    :func:`chain_grid`."""
     rows = []
     for env_id in envs:
         for b in batches:
+            if save is not None and rows:
+                save(rows)
             for dev in ("cpu", "cuda"):
                 if dev not in devices:
                     rows.append((env_id, b, dev, None, None, NEEDS_DEVICE))
@@ -258,6 +266,7 @@ def run(args):
     have_gpu = not args.no_gpu and gpu_available()
     devices = ("cpu", "cuda") if have_gpu else ("cpu",)
     cpu_backend, gpu_backend = _backends()
+    cpu_backend = args.cpu_backend or cpu_backend
     backends = {"cpu": cpu_backend, "cuda": gpu_backend}
     budget = Budget(args.budget)
     gpu_name = ""
@@ -272,8 +281,10 @@ def run(args):
               "only the CPU side runs; the GPU columns and the speed-ups need a device "
               "(scripts/device_check.sh runs them).")
 
-    chain_rows = chain_grid(links, trajs, steps, devices, backends, np.dtype(args.dtype), budget)
     header = ["n_links", "trajectories", "steps", "device", "backend", "seconds", "mean_lm_iterations", "status"]
+    env_header = ["env", "num_envs", "device", "env_steps_per_s", "mean_lm_iterations", "status"]
+    chain_rows = chain_grid(links, trajs, steps, devices, backends, np.dtype(args.dtype), budget,
+                            save=lambda rows: write_csv(out / "fig4_chain.csv", rows, header))
     write_csv(out / "fig4_chain.csv", chain_rows, header)
     sp = speedups(chain_rows)
     sec = {(r[0], r[1], r[3]): r[5] for r in chain_rows}
@@ -284,9 +295,9 @@ def run(args):
     print_table(table, ["N", "B", f"CPU s ({steps} steps)", f"GPU s ({steps} steps)", "speed-up"],
                 f"(a-d) N-link chains, {steps} steps of B trajectories; {PAPER}")
 
-    env_rows = env_grid(envs, env_batches, env_seconds, devices, args.cpu_max_envs, budget) if env_batches else []
-    write_csv(out / "fig4_envs.csv", env_rows, ["env", "num_envs", "device", "env_steps_per_s",
-                                                 "mean_lm_iterations", "status"])
+    env_rows = env_grid(envs, env_batches, env_seconds, devices, args.cpu_max_envs, budget,
+                        save=lambda rows: write_csv(out / "fig4_envs.csv", rows, env_header)) if env_batches else []
+    write_csv(out / "fig4_envs.csv", env_rows, env_header)
     if env_rows:
         print_table([(r[0], r[1], r[2], r[3] if r[3] is not None else r[5], r[4] if r[4] is not None else "-")
                      for r in env_rows], ["env", "num_envs", "device", "env-steps/s", "LM it."],

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# GPU check of pbad_gym in one command, within 8 minutes: the GPU tests (pytest -m gpu) and pbad-bench fig4.
+#
+#   scripts/device_check.sh OUTDIR        on the GPU machine, from the repository root
+#   scripts/device_check.sh --fetch-wheels   here (with network), once: the pure-Python wheels the GPU machine lacks
+#
+# Writes into OUTDIR (at most 7 files, fig4/ one folder down): nvidia-smi.txt, device_check.log (versions, the
+# pytest and fig4 output, a summary), junit-gpu.xml, fig4/fig4.png, fig4/fig4_chain.csv, fig4/fig4_envs.csv.
+#
+# Installs nothing from the network beyond the package registry: CuPy is used where it imports (the GPU image has
+# cupy-cuda13x); otherwise, where nvidia-smi sees a GPU, `pip install cupy-cuda12x` is tried. The project is installed with
+# `pip install --no-deps --no-build-isolation -e .` (its `[gpu]` extra names the `cupy` source distribution, which
+# pip would try to build even where a cupy-cuda1Nx wheel is installed), and its missing pure-Python dependencies
+# (gymnasium, cma, Farama-Notifications) come from ./.whl when present (made by --fetch-wheels, travelling with the
+# working tree: name `.whl` in the device tool's `carry`).
+#
+# SKIP_INSTALL=1 leaves the project uninstalled (the working tree goes on PYTHONPATH; for a dry run on a CPU).
+# Time limits (seconds, overridable): T_TESTS (pytest, 220), FIG4_BUDGET (fig4's own budget, 170) and T_FIG4 (its
+# hard limit, 230). Exit status: 0 when the tests and fig4 both succeeded, else the first failure's status.
+set -u
+
+WHEELS=(gymnasium==1.4.0 cma==4.5.0 farama-notifications==0.0.6)
+
+if [ "${1:-}" = "--fetch-wheels" ]; then
+    mkdir -p .whl .git/info
+    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+    python3 -m pip download --no-deps --only-binary=:all: -d .whl "${WHEELS[@]}" || exit $?
+    ls -l .whl
+    exit 0
+fi
+
+OUT=${1:?usage: scripts/device_check.sh OUTDIR | --fetch-wheels}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+LOG="$OUT/device_check.log"
+PY=${PYTHON:-python3}
+T_TESTS=${T_TESTS:-220}
+FIG4_BUDGET=${FIG4_BUDGET:-170}
+T_FIG4=${T_FIG4:-230}
+export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/pbad_cupy_cache} MPLBACKEND=Agg
+export NUMBA_THREADING_LAYER=${NUMBA_THREADING_LAYER:-workqueue}
+start=$(date +%s)
+say() { echo "[device_check +$(( $(date +%s) - start ))s] $*" | tee -a "$LOG"; }
+
+: > "$LOG"
+say "start $(date -u +%FT%TZ) in $(pwd), python $($PY -V 2>&1)"
+(nvidia-smi; echo; nvidia-smi -q -d CLOCK,MEMORY,COMPUTE 2>/dev/null | head -80) > "$OUT/nvidia-smi.txt" 2>&1 \
+    || say "nvidia-smi failed (see nvidia-smi.txt)"
+
+# --- dependencies ------------------------------------------------------------------------------------------------
+if compgen -G ".whl/*.whl" > /dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/pbad_site \
+        .whl/*.whl >> "$LOG" 2>&1 && export PYTHONPATH=/tmp/pbad_site${PYTHONPATH:+:$PYTHONPATH}
+    say "installed carried wheels: $(ls .whl | tr '\n' ' ')"
+fi
+if ! $PY -c "import cupy" 2>/dev/null && nvidia-smi > /dev/null 2>&1; then  # no GPU, no CuPy install
+    say "CuPy does not import: trying pip install cupy-cuda12x"
+    $PY -m pip install -q cupy-cuda12x >> "$LOG" 2>&1 || say "pip install cupy-cuda12x failed"
+fi
+if [ -n "${SKIP_INSTALL:-}" ]; then
+    say "SKIP_INSTALL set: the project is not installed, the working tree goes on PYTHONPATH"
+elif $PY -m pip install -q --no-deps --no-build-isolation -e . >> "$LOG" 2>&1; then
+    say "installed the project (pip install --no-deps -e .)"
+else
+    say "pip install -e . failed: using the working tree on PYTHONPATH"
+fi
+export PYTHONPATH=$(pwd)${PYTHONPATH:+:$PYTHONPATH}
+$PY - >> "$LOG" 2>&1 <<'EOF'
+import importlib
+for name in ("numpy", "scipy", "gymnasium", "cma", "cupy", "torch", "numba", "matplotlib", "pytest"):
+    try:
+        mod = importlib.import_module(name)
+        print(f"  {name} {getattr(mod, '__version__', '?')}")
+    except Exception as err:  # noqa: BLE001
+        print(f"  {name}: NOT importable ({type(err).__name__}: {err})")
+try:
+    import cupy
+    print("  CUDA devices:", cupy.cuda.runtime.getDeviceCount(),
+          cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "runtime", cupy.cuda.runtime.runtimeGetVersion())
+except Exception as err:  # noqa: BLE001
+    print("  no CUDA device through CuPy:", err)
+from pbad_gym.arrays import gpu_available
+from pbad_gym.simulator import BACKENDS
+print("  pbad_gym.arrays.gpu_available():", gpu_available(), "; Simulator backends:", BACKENDS)
+EOF
+tail -n 14 "$LOG"
+
+# --- GPU tests -----------------------------------------------------------------------------------------------------
+say "pytest -m gpu (limit ${T_TESTS}s)"
+per_test=()
+$PY -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout=120)  # a hung test fails alone, junit still written
+timeout -k 10 "$T_TESTS" $PY -m pytest -m gpu tests/test_gpu.py -q -rfEs -p no:cacheprovider "${per_test[@]}" \
+    --junitxml="$OUT/junit-gpu.xml" 2>&1 | tee -a "$LOG"
+rc_tests=${PIPESTATUS[0]}
+say "pytest exit status $rc_tests"
+
+# --- fig4 ----------------------------------------------------------------------------------------------------------
+say "pbad-bench fig4 (budget ${FIG4_BUDGET}s, limit ${T_FIG4}s)"
+timeout -k 10 "$T_FIG4" $PY -m pbad_gym.cli fig4 --out "$OUT" --budget "$FIG4_BUDGET" \
+    --links 5 10 20 40 --trajectories 30 100 300 1000 --steps 10 \
+    --env-batches 256 1024 4096 16384 65536 --cpu-max-envs 1024 --env-seconds 1.5 2>&1 | tee -a "$LOG"
+rc_fig4=${PIPESTATUS[0]}
+say "fig4 exit status $rc_fig4"
+
+say "summary: pytest $rc_tests, fig4 $rc_fig4, $(( $(date +%s) - start ))s in all; files: $(cd "$OUT" && find . -type f | sort | tr '\n' ' ')"
+[ "$rc_tests" -ne 0 ] && exit "$rc_tests"
+exit "$rc_fig4"
