@@ -131,3 +131,30 @@ def test_at_most_one_host_sync_per_lm_iteration(kw, dtype):
     assert syncs.count <= iterations + 1, (
         f"{syncs.count} host syncs in one step of {iterations} LM iterations (budget {iterations + 1}): "
         f"{dict(syncs.sites)}")
+
+
+def test_blocking_runtime_calls_per_step(record_property):
+    """A census through CUPTI of the CUDA runtime calls that block the host during one step (every sync, also the
+    ones count_host_syncs cannot see: bool(a), a.item(), boolean-mask indexing). Recorded (junit properties and
+    the printed line), asserted only against count_host_syncs' lower bound: the budget is asserted above."""
+    from cupti_syncs import CuptiUnavailable, RuntimeCalls
+
+    body = chain(6)
+    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda")
+    sim.reset(q=np.random.default_rng(0).uniform(-0.3, 0.3, (64, body.nq)))
+    sim.step()
+    tau = sim.xp.zeros((64, body.nv))
+    try:
+        with count_host_syncs() as syncs, RuntimeCalls() as calls:
+            info = sim.step(tau)
+    except CuptiUnavailable as err:
+        pytest.skip(f"CUPTI unavailable: {err}")
+    iterations = int(to_numpy(info["iterations"]).max())
+    line = (f"one step, {iterations} LM iterations: {calls.blocking} blocking runtime calls {calls!r}; "
+            f"count_host_syncs {syncs.count} {dict(syncs.sites)}")
+    print(line)
+    record_property("lm_iterations", iterations)
+    record_property("blocking_runtime_calls", calls.blocking)
+    record_property("runtime_calls", dict(calls.names))
+    record_property("count_host_syncs", syncs.count)
+    assert sum(calls.names.values()) > 0, "CUPTI subscribed but saw no runtime call: " + line
