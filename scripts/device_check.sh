@@ -97,7 +97,7 @@ say "pytest exit status $rc_tests"
 # --- fig4 ----------------------------------------------------------------------------------------------------------
 say "pbad-bench fig4 (budget ${FIG4_BUDGET}s, limit ${T_FIG4}s)"
 timeout -k 10 "$T_FIG4" $PY -m pbad_gym.cli fig4 --out "$OUT" --budget "$FIG4_BUDGET" \
-    --links 5 10 20 40 --trajectories 30 100 300 1000 --steps 10 \
+    --links 5 10 20 40 --trajectories 10 30 100 300 1000 3000 --steps 10 \
     --env-batches 256 1024 4096 16384 65536 --cpu-max-envs 1024 --env-seconds 1.5 2>&1 | tee -a "$LOG"
 rc_fig4=${PIPESTATUS[0]}
 say "fig4 exit status $rc_fig4"
