@@ -11,6 +11,15 @@ from pbad_gym.simulator import Simulator
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA device")]
 
 
+@pytest.fixture(autouse=True)
+def _numpy_reference(monkeypatch):
+    """CPU references run the NumPy code (the GPU runs the same code on CuPy arrays; the numba kernel is
+    cross-checked elsewhere, and compiling it would spend the device run's minutes)."""
+    import pbad_gym.simulator as simulator
+
+    monkeypatch.setattr(simulator, "default_backend", lambda device="cpu": "numpy")
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(order=3), dict(drag=(0.1, 5.0), gravity=(0, 0, 0), floating=True),
                                 dict(contact=dict(stiffness=1e3), floating=True)])
 def test_cupy_matches_numpy(kw):

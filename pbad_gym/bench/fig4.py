@@ -274,7 +274,12 @@ def run(args):
         import cupy
 
         gpu_name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    print(f"pbad-bench fig4 on {machine()}, {stamp()}; {args.dtype}; CPU backend {cpu_backend}, GPU "
+    threads = ""
+    if cpu_backend == "numba":
+        import numba
+
+        threads = f" ({numba.get_num_threads()} threads)"
+    print(f"pbad-bench fig4 on {machine()}, {stamp()}; {args.dtype}; CPU backend {cpu_backend}{threads}, GPU "
           + (f"{gpu_name}, backend {gpu_backend} on CuPy" if have_gpu else "none"))
     if not have_gpu:
         print(f"NOTE: no GPU here (CuPy and a CUDA device are needed{'; --no-gpu given' if args.no_gpu else ''}): "
