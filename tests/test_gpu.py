@@ -43,6 +43,57 @@ def test_state_stays_on_the_device():
     assert all(isinstance(v, cupy.ndarray) for v in (info["iterations"], info["converged"]))
 
 
+# --- host synchronisation budget -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [dict(), dict(contact=dict(stiffness=1e3), floating=True)], ids=["chain", "contact"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_at_most_one_host_sync_per_lm_iteration(kw, dtype):
+    """The issue's budget: no host synchronisation inside a step except one "all converged?" check per LM
+    iteration. Counted by arrays.count_host_syncs (host_bool / host_int / to_numpy on device arrays and CuPy's
+    synchronising module functions such as cupy.nonzero); the failure message lists the sites."""
+    kw = dict(kw)
+    floating = kw.pop("floating", False)
+    body = chain(6, floating=floating)
+    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda", dtype=dtype, **kw)
+    rng = np.random.default_rng(0)
+    if not floating:  # random poses (the floating chain starts from its neutral pose on the ground)
+        sim.reset(q=rng.uniform(-0.3, 0.3, (64, body.nq)))
+    sim.step()  # warm-up (kernel compilation)
+    tau = sim.xp.asarray(1e-3 * rng.standard_normal((64, body.nv)), dtype=sim.dtype)
+    with count_host_syncs() as syncs:
+        info = sim.step(tau)
+    iterations = int(to_numpy(info["iterations"]).max())
+    assert syncs.count <= iterations + 1, (
+        f"{syncs.count} host syncs in one step of {iterations} LM iterations (budget {iterations + 1}): "
+        f"{dict(syncs.sites)}")
+
+
+def test_blocking_runtime_calls_per_step(record_property):
+    """A census through CUPTI of the CUDA runtime calls that block the host during one step (every sync, also the
+    ones count_host_syncs cannot see: bool(a), a.item(), boolean-mask indexing). Recorded (junit properties and
+    the printed line), asserted only against count_host_syncs' lower bound: the budget is asserted above."""
+    from cupti_syncs import CuptiUnavailable, RuntimeCalls
+
+    body = chain(6)
+    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda")
+    sim.reset(q=np.random.default_rng(0).uniform(-0.3, 0.3, (64, body.nq)))
+    sim.step()
+    tau = sim.xp.zeros((64, body.nv))
+    try:
+        with count_host_syncs() as syncs, RuntimeCalls() as calls:
+            info = sim.step(tau)
+    except CuptiUnavailable as err:
+        pytest.skip(f"CUPTI unavailable: {err}")
+    iterations = int(to_numpy(info["iterations"]).max())
+    line = (f"one step, {iterations} LM iterations: {calls.blocking} blocking runtime calls {calls!r}; "
+            f"count_host_syncs {syncs.count} {dict(syncs.sites)}")
+    print(line)
+    record_property("lm_iterations", iterations)
+    record_property("blocking_runtime_calls", calls.blocking)
+    record_property("runtime_calls", dict(calls.names))
+    record_property("count_host_syncs", syncs.count)
+    assert sum(calls.names.values()) > 0, "CUPTI subscribed but saw no runtime call: " + line
+
+
 # --- the environments: GPU vs CPU trajectories ---------------------------------------------------------------------
 ENVS = ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0")
 # (dtype, solver tol, steps, atol on q): float64 solved far below the tolerance so both devices stop at the same
@@ -116,54 +167,3 @@ def test_torch_view_of_cupy_is_zero_copy():
     assert t.device.type == "cuda" and t.data_ptr() == a.data.ptr
     a[0] = 5
     assert float(t[0]) == 5.0
-
-
-# --- host synchronisation budget -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", [dict(), dict(contact=dict(stiffness=1e3), floating=True)], ids=["chain", "contact"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_at_most_one_host_sync_per_lm_iteration(kw, dtype):
-    """The issue's budget: no host synchronisation inside a step except one "all converged?" check per LM
-    iteration. Counted by arrays.count_host_syncs (host_bool / host_int / to_numpy on device arrays and CuPy's
-    synchronising module functions such as cupy.nonzero); the failure message lists the sites."""
-    kw = dict(kw)
-    floating = kw.pop("floating", False)
-    body = chain(6, floating=floating)
-    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda", dtype=dtype, **kw)
-    rng = np.random.default_rng(0)
-    if not floating:  # random poses (the floating chain starts from its neutral pose on the ground)
-        sim.reset(q=rng.uniform(-0.3, 0.3, (64, body.nq)))
-    sim.step()  # warm-up (kernel compilation)
-    tau = sim.xp.asarray(1e-3 * rng.standard_normal((64, body.nv)), dtype=sim.dtype)
-    with count_host_syncs() as syncs:
-        info = sim.step(tau)
-    iterations = int(to_numpy(info["iterations"]).max())
-    assert syncs.count <= iterations + 1, (
-        f"{syncs.count} host syncs in one step of {iterations} LM iterations (budget {iterations + 1}): "
-        f"{dict(syncs.sites)}")
-
-
-def test_blocking_runtime_calls_per_step(record_property):
-    """A census through CUPTI of the CUDA runtime calls that block the host during one step (every sync, also the
-    ones count_host_syncs cannot see: bool(a), a.item(), boolean-mask indexing). Recorded (junit properties and
-    the printed line), asserted only against count_host_syncs' lower bound: the budget is asserted above."""
-    from cupti_syncs import CuptiUnavailable, RuntimeCalls
-
-    body = chain(6)
-    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda")
-    sim.reset(q=np.random.default_rng(0).uniform(-0.3, 0.3, (64, body.nq)))
-    sim.step()
-    tau = sim.xp.zeros((64, body.nv))
-    try:
-        with count_host_syncs() as syncs, RuntimeCalls() as calls:
-            info = sim.step(tau)
-    except CuptiUnavailable as err:
-        pytest.skip(f"CUPTI unavailable: {err}")
-    iterations = int(to_numpy(info["iterations"]).max())
-    line = (f"one step, {iterations} LM iterations: {calls.blocking} blocking runtime calls {calls!r}; "
-            f"count_host_syncs {syncs.count} {dict(syncs.sites)}")
-    print(line)
-    record_property("lm_iterations", iterations)
-    record_property("blocking_runtime_calls", calls.blocking)
-    record_property("runtime_calls", dict(calls.names))
-    record_property("count_host_syncs", syncs.count)
-    assert sum(calls.names.values()) > 0, "CUPTI subscribed but saw no runtime call: " + line
