@@ -75,8 +75,9 @@ for name in ("numpy", "scipy", "gymnasium", "cma", "cupy", "torch", "numba", "ma
         print(f"  {name}: NOT importable ({type(err).__name__}: {err})")
 try:
     import cupy
-    print("  CUDA devices:", cupy.cuda.runtime.getDeviceCount(),
-          cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "runtime", cupy.cuda.runtime.runtimeGetVersion())
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    print("  CUDA devices:", cupy.cuda.runtime.getDeviceCount(), name.decode() if isinstance(name, bytes) else name,
+          "runtime", cupy.cuda.runtime.runtimeGetVersion(), "driver", cupy.cuda.runtime.driverGetVersion())
 except Exception as err:  # noqa: BLE001
     print("  no CUDA device through CuPy:", err)
 from pbad_gym.arrays import gpu_available

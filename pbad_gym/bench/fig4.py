@@ -273,7 +273,8 @@ def run(args):
     if have_gpu:
         import cupy
 
-        gpu_name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        gpu_name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        gpu_name = gpu_name.decode() if isinstance(gpu_name, bytes) else str(gpu_name)
     threads = ""
     if cpu_backend == "numba":
         import numba

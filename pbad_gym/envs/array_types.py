@@ -6,7 +6,7 @@ host; :class:`ArrayExport` turns them into what the caller trains with:
 - ``"numpy"`` (default): NumPy arrays, as Gymnasium specifies;
 - ``"torch"``: torch tensors on the simulation's device — with ``device="cpu"`` CPU tensors that share memory with
   the env's NumPy arrays (``torch.from_numpy``, zero copy; float32 observations, float64 rewards, bool flags),
-  with ``device="cuda"`` CUDA tensors (through CuPy and DLPack);
+  with ``device="cuda"`` CUDA tensors (device data through DLPack, host data copied once);
 - ``"cupy"``: CuPy arrays on the GPU (needs ``device="cuda"`` and CuPy).
 
 Actions are accepted as NumPy or CuPy arrays or torch tensors of any device (:func:`pbad_gym.arrays.to_numpy`).
@@ -15,6 +15,8 @@ still computed on the host today, so "cupy"/"torch" cost one host->device copy p
 computed on the device the same export is a zero-copy DLPack view.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..arrays import ARRAY_TYPES, check_array_type, to_cupy, to_numpy, to_torch
 
@@ -51,6 +53,10 @@ class ArrayExport:
             return to_cupy(a)
         if self.device == "cpu":
             return to_torch(to_numpy(a))
+        if isinstance(a, np.ndarray):  # host data: one copy by torch itself (no DLPack hop through CuPy)
+            import torch
+
+            return torch.as_tensor(a, device="cuda")
         return to_torch(to_cupy(a))
 
     def __call__(self, *arrays):
