@@ -4,12 +4,13 @@
 #   scripts/device_check.sh OUTDIR        on the GPU machine, from the repository root
 #   scripts/device_check.sh --fetch-wheels   here (with network), once: the pure-Python wheels the GPU machine lacks
 #
-# Writes into OUTDIR (at most 7 files, fig4/ one folder down): nvidia-smi.txt, device_check.log (versions, the
-# pytest and fig4 output, a summary), junit-gpu.xml, fig4/fig4.png, fig4/fig4_chain.csv, fig4/fig4_envs.csv.
+# Writes into OUTDIR (7 files, fig4/ one folder down): nvidia-smi.txt, device_check.log (versions, the pytest and
+# fig4 output, a summary), junit-gpu.xml, fig4/fig4.png, fig4/fig4.md (tables for BENCHMARKS.md),
+# fig4/fig4_chain.csv, fig4/fig4_envs.csv.
 #
 # Installs nothing from the network beyond the package registry: CuPy is used where it imports (the GPU image has
-# cupy-cuda13x); otherwise, where nvidia-smi sees a GPU, `pip install cupy-cuda12x` is tried. The project is installed with
-# `pip install --no-deps --no-build-isolation -e .` (its `[gpu]` extra names the `cupy` source distribution, which
+# cupy-cuda13x); otherwise, where nvidia-smi sees a GPU, `pip install cupy-cuda12x` is tried. The project is
+# installed with `pip install --no-deps --no-build-isolation -e .` (its `[gpu]` extra names the `cupy` source distribution, which
 # pip would try to build even where a cupy-cuda1Nx wheel is installed), and its missing pure-Python dependencies
 # (gymnasium, cma, Farama-Notifications) come from ./.whl when present (made by --fetch-wheels, travelling with the
 # working tree: name `.whl` in the device tool's `carry`).

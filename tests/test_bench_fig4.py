@@ -14,6 +14,7 @@ def test_fig4_quick_runs_the_cpu_side_without_a_device(tmp_path, capsys):
     assert "GPU columns: needs a device" in out and "MJX" in out
     d = tmp_path / "fig4"
     assert (d / "fig4.png").stat().st_size > 0
+    assert "| N \\ B | 4 |" in (d / "fig4.md").read_text()
     chain = list(csv.DictReader(open(d / "fig4_chain.csv")))
     assert [(r["device"], r["status"]) for r in chain] == [("cpu", "ok"), ("cuda", NEEDS_DEVICE)]
     assert float(chain[0]["seconds"]) > 0 and chain[0]["backend"] == "numpy"

@@ -252,6 +252,32 @@ def plot(path, chain_rows, env_rows, links, trajs, have_gpu, steps=10):
     plt.close(fig)
 
 
+def markdown(title, chain_rows, env_rows, links, trajs, steps):
+    """The results as Markdown tables (for BENCHMARKS.md)."""
+    sec = {(r[0], r[1], r[3]): r[5] for r in chain_rows}
+    sp = speedups(chain_rows)
+
+    def cell(v, fmt="{:.3g} s"):
+        return "–" if v is None else fmt.format(v)
+
+    lines = [f"{title}", "", f"Seconds for {steps} steps of B N-link chains, CPU / GPU (speed-up):", "",
+             "| N \\ B | " + " | ".join(str(b) for b in trajs) + " |", "|---" * (len(trajs) + 1) + "|"]
+    for n in links:
+        lines.append(f"| {n} | " + " | ".join(
+            f"{cell(sec.get((n, b, 'cpu')))} / {cell(sec.get((n, b, 'cuda')))}"
+            + (f" ({sp[(n, b)]:.2g}x)" if (n, b) in sp else "") for b in trajs) + " |")
+    if env_rows:
+        batches = sorted({r[1] for r in env_rows})
+        rate = {(r[0], r[1], r[2]): r[3] for r in env_rows}
+        lines += ["", "Env-steps/s under random actions, CPU / GPU:", "",
+                  "| env | " + " | ".join(str(b) for b in batches) + " |", "|---" * (len(batches) + 1) + "|"]
+        for env_id in sorted({r[0] for r in env_rows}):
+            lines.append(f"| {env_id} | " + " | ".join(
+                f"{cell(rate.get((env_id, b, 'cpu')), '{:,.0f}')} / {cell(rate.get((env_id, b, 'cuda')), '{:,.0f}')}"
+                for b in batches) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def run(args):
     from ..arrays import gpu_available
 
@@ -312,7 +338,10 @@ def run(args):
                     f"(e) env throughput, random actions; MJX reports ~{MJX_ANT_A100:.0e} physics steps/s for "
                     "Ant-class bodies on an A100 (reported, not measured here)")
     plot(out / "fig4.png", chain_rows, env_rows, links, trajs, have_gpu, steps)
+    title = (f"`pbad-bench fig4` on {machine()}, GPU {gpu_name or 'none'}, {stamp()}, {args.dtype}, CPU backend "
+             f"{cpu_backend}{threads}, GPU backend {gpu_backend if have_gpu else '–'}")
+    (out / "fig4.md").write_text(markdown(title, chain_rows, env_rows, links, trajs, steps))
     if not have_gpu:
         print("GPU columns: needs a device (not run here).")
-    print(f"wrote {out}/fig4.png, fig4_chain.csv, fig4_envs.csv")
+    print(f"wrote {out}/fig4.png, fig4.md, fig4_chain.csv, fig4_envs.csv")
     return 0
