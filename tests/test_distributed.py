@@ -18,11 +18,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def ray_cluster():
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
+    nice = os.environ.get("RAY_worker_niceness")
     if started:
+        os.environ["RAY_worker_niceness"] = "0"  # as distributed.init_ray: actors not starved on a shared host
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()
+        if nice is None:
+            os.environ.pop("RAY_worker_niceness", None)
+        else:
+            os.environ["RAY_worker_niceness"] = nice
 
 
 def _columns(run_dir, drop=("wall_time", "sps")):

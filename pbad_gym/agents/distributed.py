@@ -55,12 +55,17 @@ def import_ray():
 
 def init_ray(address=None):
     """Connect to Ray once per process: ``address`` None starts a local cluster (no dashboard), "auto" or
-    host:port joins a running one. Returns the seconds it took (0 when Ray was already initialised)."""
+    host:port joins a running one. Returns the seconds it took (0 when Ray was already initialised).
+
+    A local cluster's workers run at niceness 0 (``RAY_worker_niceness``, unless set): Ray's default, 15, keeps
+    its daemons responsive on a cluster node but starves the actors on a shared host (measured in BENCHMARKS.md:
+    an actor got ~40 % of a core beside other jobs while the driver got all of one)."""
     ray = import_ray()
     if ray.is_initialized():
         return 0.0
     t0 = time.perf_counter()
     if address is None:
+        os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(include_dashboard=False, log_to_driver=True)
     else:
         ray.init(address=address, log_to_driver=True)
@@ -119,13 +124,14 @@ class EnvWorker:
         return payload
 
     def evaluate(self, policy, episodes_per_candidate, max_steps, seeds):
-        """``rollout.evaluate`` of ``policy`` (its rows' slice) on a len(seeds)-row env; (result, seconds)."""
+        """``rollout.evaluate`` of ``policy`` (its rows' slice) on a len(seeds)-row env; (result, wall seconds,
+        CPU seconds of this process)."""
         from .rollout import evaluate
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = evaluate(self._pop_env(len(seeds)), policy, episodes_per_candidate, max_steps, list(seeds))
         res.obs_stats = None  # the driver reduces the per-row sums
-        return res, time.perf_counter() - t0
+        return res, time.perf_counter() - t0, time.process_time() - c0
 
     # --- PPO block: lock-step reset / step, snapshots for fault tolerance -------------------------------------
     def open(self, n, state=None):
@@ -194,8 +200,8 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
     actors (fewer when there are fewer rows), each reserving ``worker_cpus`` CPUs (its thread cap) and one GPU
     when the env's kwargs say ``device="cuda"``. Connects to Ray with :func:`init_ray` (``ray_address``).
 
-    ``replacements`` counts the actors replaced after a failure; ``compute_seconds`` holds each actor's own time
-    of the last population evaluation (the benchmark's per-actor throughput)."""
+    ``replacements`` counts the actors replaced after a failure; ``compute_seconds`` / ``cpu_seconds`` hold each
+    actor's own wall / CPU time of the last population evaluation (the benchmark's per-actor throughput)."""
 
     on_submit = None  # called (as a method) once the calls of a round are submitted: tests kill an actor there
 
@@ -207,7 +213,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
         self.workers = min(int(workers), self.num_envs)
         self.blocks = [b for b in np.array_split(np.arange(self.num_envs), self.workers)]
         self.replacements = 0
-        self.compute_seconds = []
+        self.compute_seconds, self.cpu_seconds = [], []
         self._actors = None
         self._pending_states = None
         self._ensure_actors()
@@ -296,8 +302,9 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
             return actor.evaluate.remote(pol[k], E, int(max_steps), list(seeds[rows[k]]))
 
         results = self._gather(submit)[:len(rows)]
-        self.compute_seconds = [t for _, t in results]
-        return merge_results([r for r, _ in results], E)
+        self.compute_seconds = [t for _, t, _ in results]
+        self.cpu_seconds = [c for _, _, c in results]
+        return merge_results([r for r, _, _ in results], E)
 
     # --- lock-step vector env (PPO) ----------------------------------------------------------------------------
     def _call_blocks(self, method, per_block_args):
@@ -410,7 +417,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
         for k in ("env_id", "env_kwargs", "num_envs", "ray_address", "worker_cpus", "workers", "blocks"):
             setattr(self, k, d[k])
         self._set_spaces(d["single_observation_space"], d["single_action_space"], d["metadata"], d["dt"])
-        self.replacements, self.compute_seconds = 0, []
+        self.replacements, self.compute_seconds, self.cpu_seconds = 0, [], []
         self._actors = None
         self._pending_states = d["states"] if d["block_open"] else None
         self._block_open = False

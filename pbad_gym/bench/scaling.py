@@ -5,12 +5,14 @@ Measured, in this order, on one local Ray cluster:
 1. start-up: ``ray.init`` of a local cluster, and the start of W actors up to their first answer (each builds
    its vector env; numba / BLAS threads capped to one CPU per actor);
 2. round trip of an empty actor call (median), and the driver's cost per call with many calls in flight;
-3. per-actor throughput: one actor evaluating r rows (a random linear policy, Swimmer-v1), its own time per
-   step t(r) for r in ROWS, fitted as t(r) = a + b·r;
+3. per-actor throughput: one actor evaluating r rows (a random linear policy, Swimmer-v1), its own wall and CPU
+   time per step for r in ROWS; the CPU time (what the actor takes on a core of its own, whatever else runs on a
+   shared host) fitted as t(r) = a + b·r (non-negative a, b; least squares on the relative error);
 4. CMA-ES iterations (``agents.cmaes.train`` on ``configs/swimmer_cmaes.yaml``'s setting: population 20, 1000-step
    episodes, oscillator policy) with workers = 0, 1, 2: wall time per iteration from metrics.csv (the first
-   iteration, which starts the actors, separately), the Ray overhead per iteration = iteration time − the slowest
-   actor's own evaluation time, and pycma's ask + tell time.
+   iteration, which starts the actors, separately), the evaluation's wall and CPU time (the driver's with 0
+   workers, the busiest actor's otherwise), the Ray overhead per iteration = the driver's evaluation time − the
+   slowest actor's own, and pycma's ask + tell time.
 
 Projection (one CPU per actor, every node as fast per core as this one, this host's loopback round trip — a
 network adds its latency once per iteration): iteration(W, P) = S·t(⌈P/W⌉) + overhead(W) + ask/tell(P), with
@@ -30,7 +32,7 @@ import numpy as np
 
 from .common import machine, out_dir, print_table, stamp, write_csv
 
-ROWS = (1, 2, 5, 10, 20, 50)
+ROWS = (1, 2, 5, 10, 20, 50, 125)
 PROJECT_WORKERS = (8, 64, 512)
 PROJECT_POPS = (20, 1000)
 
@@ -92,26 +94,27 @@ def measure_overheads(env_cfg, address, calls=200):
 
 
 def measure_actor_throughput(env_cfg, address, rows_list, steps):
-    """Seconds per step of one actor evaluating r rows (its own time), for r in ``rows_list``; and the
-    1-actor pool's start-up time."""
+    """(wall, CPU) seconds per step of one actor evaluating r rows (its own times, the second of two
+    evaluations), for r in ``rows_list``; and the 1-actor pool's start-up time."""
     from ..agents.cmaes import with_episode_steps
 
-    cfg = with_episode_steps(env_cfg, steps)
+    ray = __import__("ray")
+    env, start1 = _pool(with_episode_steps(env_cfg, steps), 1, 1, address)
+    actor = env._actors[0]
     out = {}
-    start1 = None
     for r in rows_list:
-        env, t_start = _pool(cfg, r, 1, address)
-        start1 = t_start if start1 is None else start1
-        pol = _policy(env, r)
-        env.evaluate_population(pol, 1, steps, list(range(r)))  # warm-up (the env is built, caches filled)
-        env.evaluate_population(pol, 1, steps, list(range(r)))
-        out[r] = env.compute_seconds[0] / steps
-        env.close()
+        pol, seeds = _policy(env, r), list(range(r))
+        ray.get(actor.evaluate.remote(pol, 1, steps, seeds))  # builds the r-row env
+        _, wall, cpu = ray.get(actor.evaluate.remote(pol, 1, steps, seeds))
+        out[r] = (wall / steps, cpu / steps)
+    env.close()
     return out, start1
 
 
 def run_cmaes(workers, iterations, popsize, steps, address, root):
-    """Per-iteration wall times, actors' compute times and ask/tell times of a CMA-ES run with ``workers``."""
+    """Per-iteration wall times of a CMA-ES run with ``workers``, and per evaluation: its wall time in the driver,
+    the slowest actor's own wall time and the CPU time of the evaluating process(es) (the driver's with 0 workers,
+    the busiest actor's otherwise)."""
     from ..agents import cmaes, distributed
     from ..agents.config import config_from_dict
     from ..agents.runio import MetricsLog
@@ -120,26 +123,34 @@ def run_cmaes(workers, iterations, popsize, steps, address, root):
                             "env": {"id": "pbad_gym/Swimmer-v1"},
                             "cmaes": {"policy": "oscillator", "popsize": popsize, "sigma0": 1.0,
                                       "iterations": iterations, "episode_steps": steps}})
-    compute = []
-    evals = []
-    real = distributed.RayVectorEnv.evaluate_population
+    evals, actor_wall, cpu = [], [], []
+    real_pop, real_local = distributed.RayVectorEnv.evaluate_population, cmaes.evaluate
 
-    def timed(self, *a, **k):
+    def timed_pop(self, *a, **k):
         t0 = time.perf_counter()
-        res = real(self, *a, **k)
+        res = real_pop(self, *a, **k)
         evals.append(time.perf_counter() - t0)
-        compute.append(max(self.compute_seconds))
+        actor_wall.append(max(self.compute_seconds))
+        cpu.append(max(self.cpu_seconds))
         return res
 
-    distributed.RayVectorEnv.evaluate_population = timed
+    def timed_local(envs, *a, **k):
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = real_local(envs, *a, **k)
+        if workers == 0:
+            evals.append(time.perf_counter() - t0)
+            actor_wall.append(evals[-1])
+            cpu.append(time.process_time() - c0)
+        return res
+
+    distributed.RayVectorEnv.evaluate_population, cmaes.evaluate = timed_pop, timed_local
     try:
         run_dir = Path(root) / f"w{workers}"
         cmaes.train(cfg, run_dir, progress=False)
     finally:
-        distributed.RayVectorEnv.evaluate_population = real
+        distributed.RayVectorEnv.evaluate_population, cmaes.evaluate = real_pop, real_local
     walls = [float(r["wall_time"]) for r in MetricsLog(run_dir / "metrics.csv", cmaes.FIELDS).rows()]
-    per_it = np.diff([0.0] + walls)
-    return per_it, compute, evals
+    return np.diff([0.0] + walls), evals, actor_wall, cpu
 
 
 def asktell_seconds(n_params, popsize, reps=5):
@@ -171,35 +182,36 @@ def run(args):
     print(f"  round trip of an empty call: {rt * 1e3:.2f} ms (median); driver cost per call in flight: "
           f"{per_call * 1e3:.3f} ms; 2 actors started in {start2:.2f} s", flush=True)
     t_row, start1 = measure_actor_throughput(env_cfg, args.ray_address, rows_list, 100 if args.quick else 200)
-    for r, t in t_row.items():
-        print(f"  one actor, {r:3d} rows: {t * 1e3:.3f} ms per step, {r / t:9.0f} env-steps/s", flush=True)
+    for r, (w, c) in t_row.items():
+        print(f"  one actor, {r:3d} rows: {w * 1e3:.3f} ms per step wall ({r / w:7.0f} env-steps/s), {c * 1e3:.3f} ms "
+              f"CPU ({r / c:7.0f} env-steps per CPU-second)", flush=True)
+    from scipy.optimize import nnls
+
     rs = np.array(list(t_row), float)
-    ts = np.array(list(t_row.values()))
-    b_fit, a_fit = np.polyfit(rs, ts, 1)
-    a_fit = max(a_fit, 0.0)
-    print(f"  fit t(r) = {a_fit * 1e3:.3f} ms + {b_fit * 1e3:.4f} ms per row; 1 actor started in {start1:.2f} s",
-          flush=True)
+    ts = np.array([c for _, c in t_row.values()])  # CPU time: what an actor on a core of its own takes
+    (a_fit, b_fit), _ = nnls(np.stack([np.ones_like(rs), rs], axis=1) / ts[:, None], np.ones_like(ts))  # relative
+    print(f"  fit of the CPU time per step t(r) = {a_fit * 1e3:.3f} ms + {b_fit * 1e3:.4f} ms per row; 1 actor "
+          f"started in {start1:.2f} s", flush=True)
 
     rows = []
     with tempfile.TemporaryDirectory() as root:
         for w in args.workers:
-            per_it, compute, evals = run_cmaes(w, iterations, popsize, steps, args.ray_address, root)
-            later = per_it[1:] if len(per_it) > 1 else per_it
-            overhead = [e - c for e, c in zip(evals[1:], compute[1:])] if w else []
-            rows.append((w, float(per_it[0]), float(np.mean(later)), popsize * steps / float(np.mean(later)),
-                         float(np.mean(compute[1:])) if w and len(compute) > 1 else float("nan"),
-                         float(np.mean(overhead)) if overhead else float("nan")))
-            print(f"  workers {w}: first iteration {per_it[0]:.2f} s, then {np.mean(later):.2f} s per iteration "
-                  f"({rows[-1][3]:.0f} env-steps/s); slowest actor's own time {rows[-1][4]:.2f} s, Ray overhead "
-                  f"{rows[-1][5] * 1e3:.1f} ms per iteration", flush=True)
-    header = ["workers", "first_iteration_s", "iteration_s", "env_steps_per_s", "slowest_actor_s",
-              "ray_overhead_per_iteration_s"]
+            per_it, evals, actor_wall, cpu = run_cmaes(w, iterations, popsize, steps, args.ray_address, root)
+            k = slice(1, None) if len(per_it) > 1 else slice(None)  # the first iteration starts the actors
+            overhead = float(np.mean([e - a for e, a in zip(evals[k], actor_wall[k])])) if w else float("nan")
+            rows.append((w, float(per_it[0]), float(np.mean(per_it[k])), popsize * steps / float(np.mean(per_it[k])),
+                         float(np.mean(actor_wall[k])), float(np.mean(cpu[k])), overhead))
+            print(f"  workers {w}: first iteration {per_it[0]:.2f} s, then {rows[-1][2]:.2f} s per iteration "
+                  f"({rows[-1][3]:.0f} env-steps/s); evaluation {rows[-1][4]:.2f} s wall, {rows[-1][5]:.2f} s CPU of "
+                  f"the busiest process; Ray overhead {overhead * 1e3:.1f} ms per iteration", flush=True)
+    header = ["workers", "first_iteration_s", "iteration_s", "env_steps_per_s", "evaluation_wall_s",
+              "evaluation_cpu_s", "ray_overhead_per_iteration_s"]
     write_csv(out / "measured.csv", rows, header)
     print_table(rows, header, f"CMA-ES, population {popsize} x {steps} steps (load average {load:.1f})")
 
     # the projection
     n_osc = 2 * 3 + 1  # Swimmer-v1 oscillator: amplitude and phase per hinge actuator (3) + one frequency
-    o2 = next((r[5] for r in rows if r[0] == 2 and np.isfinite(r[5])), rt)
+    o2 = next((r[6] for r in rows if r[0] == 2 and np.isfinite(r[6])), rt)
     proj = []
     for P in PROJECT_POPS:
         at = asktell_seconds(n_osc, P)
@@ -213,12 +225,14 @@ def run(args):
     ph = ["population", "workers", "rows_per_actor", "actor_s", "ray_overhead_s", "ask_tell_s", "iteration_s",
           "speedup_vs_one_actor", "env_steps_per_s"]
     write_csv(out / "projection.csv", proj, ph)
-    print_table(proj, ph, f"Projection, 1000-step episodes (t(r) = {a_fit * 1e3:.3f} ms + {b_fit * 1e3:.4f} ms·r per "
-                f"step; overhead {o2 * 1e3:.1f} ms at 2 workers + {per_call * 1e3:.3f} ms per further worker; start-up "
-                f"{t_init:.1f} s ray.init + {start1:.1f} s actor start)")
+    print_table(proj, ph, f"Projection, 1000-step episodes (CPU t(r) = {a_fit * 1e3:.3f} ms + {b_fit * 1e3:.4f} ms·r "
+                f"per step; overhead {o2 * 1e3:.1f} ms at 2 workers + {per_call * 1e3:.3f} ms per further worker; "
+                f"start-up {t_init:.1f} s ray.init + {start1:.1f} s actor start)")
     write_csv(out / "overheads.csv", [(t_init, start1, start2, rt, per_call, a_fit, b_fit, load)],
-              ["ray_init_s", "actor_start_1_s", "actor_start_2_s", "round_trip_s", "per_call_s", "t_step_a_s",
-               "t_step_b_s_per_row", "load_average"])
+              ["ray_init_s", "actor_start_1_s", "actor_start_2_s", "round_trip_s", "per_call_s", "t_step_cpu_a_s",
+               "t_step_cpu_b_s_per_row", "load_average"])
+    write_csv(out / "actor_steps.csv", [(r, w, c) for r, (w, c) in t_row.items()],
+              ["rows", "wall_s_per_step", "cpu_s_per_step"])
     _plot(out, rows, proj)
     print(f"wrote {out}/measured.csv, projection.csv, overheads.csv, scaling.png")
     return 0
