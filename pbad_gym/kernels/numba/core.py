@@ -1,0 +1,806 @@
+"""The compiled order-2 PBAD step: scalar-style numba functions for ONE trajectory, and the batch loop.
+
+Every function mirrors one NumPy reference (named in its docstring) term by term, so that the two agree to
+round-off: forward kinematics (kinematics/forward.py), the link terms inertia, gravity, drag and penalty contact
+(energies/), the joint terms actuation, limits, damping and armature, the wrench pass (kinematics/chain_rule.py),
+the exact / Gauss-Newton Hessian (integrators/pbad.py step_hessian) and the Levenberg-Marquardt loop
+(optim/lm.py: same accept test, damping schedule, round-off band and convergence measure max_j |g_j|/D_j).
+The damped system is solved by a hand-written Cholesky (LU with partial pivoting when the exact Hessian makes it
+indefinite, as LAPACK's solve would) on scratch allocated once per chunk of trajectories.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION, F_GRAVITY, F_LIMITS,
+                    F_MAX_ITER, S_CONTACT_D, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0,
+                    S_SLIP_EPS, S_TOL)
+
+_EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
+HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
+
+_jit = njit(cache=True, nogil=True)  # every function its own cache entry: compiled once, shared by both entries
+
+
+# --- quaternions (kinematics/algebra.py) ------------------------------------------------------------------------
+@_jit
+def quat_mul(aw, ax, ay, az, bw, bx, by, bz):
+    return (aw * bw - (ax * bx + ay * by + az * bz),
+            aw * bx + bw * ax + (ay * bz - az * by),
+            aw * by + bw * ay + (az * bx - ax * bz),
+            aw * bz + bw * az + (ax * by - ay * bx))
+
+
+@_jit
+def quat_exp(px, py, pz):
+    th = math.sqrt(px * px + py * py + pz * pz)
+    half = 0.5 * th
+    if th < 1e-8:
+        k = 0.5 - th * th / 48.0
+    else:
+        k = math.sin(half) / th
+    return math.cos(half), k * px, k * py, k * pz
+
+
+@_jit
+def quat_log(w, x, y, z):
+    if w < 0:
+        w, x, y, z = -w, -x, -y, -z
+    vn = math.sqrt(x * x + y * y + z * z)
+    if vn < 1e-8:
+        k = 2.0 / max(w, 1e-300)
+    else:
+        k = 2.0 * math.atan2(vn, w) / vn
+    return k * x, k * y, k * z
+
+
+@_jit
+def quat_to_rot(w, x, y, z, R):
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    w, x, y, z = w / n, x / n, y / n, z / n
+    R[0, 0] = 1 - 2 * (y * y + z * z)
+    R[0, 1] = 2 * (x * y - w * z)
+    R[0, 2] = 2 * (x * z + w * y)
+    R[1, 0] = 2 * (x * y + w * z)
+    R[1, 1] = 1 - 2 * (x * x + z * z)
+    R[1, 2] = 2 * (y * z - w * x)
+    R[2, 0] = 2 * (x * z - w * y)
+    R[2, 1] = 2 * (y * z + w * x)
+    R[2, 2] = 1 - 2 * (x * x + y * y)
+
+
+# --- configuration space (kinematics/configuration.py) --------------------------------------------------------
+@_jit
+def integrate(m, q, dq, out):
+    """out = q ⊕ dq (out may be q)."""
+    for i in range(m.lin_q.shape[0]):
+        out[m.lin_q[i]] = q[m.lin_q[i]] + dq[m.lin_v[i]]
+    for i in range(m.quat_q.shape[0]):
+        a, b = m.quat_q[i], m.quat_v[i]
+        ew, ex, ey, ez = quat_exp(dq[b], dq[b + 1], dq[b + 2])
+        w, x, y, z = quat_mul(q[a], q[a + 1], q[a + 2], q[a + 3], ew, ex, ey, ez)
+        n = math.sqrt(w * w + x * x + y * y + z * z)
+        out[a], out[a + 1], out[a + 2], out[a + 3] = w / n, x / n, y / n, z / n
+
+
+@_jit
+def difference(m, q0, q1, out):
+    """out = q1 ⊖ q0."""
+    for i in range(m.lin_q.shape[0]):
+        out[m.lin_v[i]] = q1[m.lin_q[i]] - q0[m.lin_q[i]]
+    for i in range(m.quat_q.shape[0]):
+        a, b = m.quat_q[i], m.quat_v[i]
+        w, x, y, z = quat_mul(q0[a], -q0[a + 1], -q0[a + 2], -q0[a + 3], q1[a], q1[a + 1], q1[a + 2], q1[a + 3])
+        out[b], out[b + 1], out[b + 2] = quat_log(w, x, y, z)
+
+
+# --- forward kinematics (kinematics/forward.py) -----------------------------------------------------------------
+@_jit
+def _hinge_rot(ax, ang, R):
+    c, s = math.cos(ang), math.sin(ang)
+    for i in range(3):
+        for j in range(3):
+            o = ax[i] * ax[j]
+            R[i, j] = c * ((1.0 if i == j else 0.0) - o) + o
+    R[0, 1] -= s * ax[2]
+    R[0, 2] += s * ax[1]
+    R[1, 2] -= s * ax[0]
+    R[1, 0] += s * ax[2]
+    R[2, 0] -= s * ax[1]
+    R[2, 1] += s * ax[0]
+
+
+@_jit
+def forward_kinematics(m, q, R, t, w, v, Rj, R2):
+    """Link poses R (L, 3, 3), t (L, 3) and motion axes w, v (nv, 3) of q; Rj, R2 (L, 3, 3) scratch (R2 keeps
+    each universal joint's second rotation)."""
+    for n in range(m.order.shape[0]):
+        i = m.order[n]
+        jt, qs = m.jtype[i], m.q_start[i]
+        tj0 = tj1 = tj2 = 0.0
+        if jt == HINGE:
+            _hinge_rot(m.axis1[i], q[qs], Rj[i])
+        elif jt == UNIVERSAL:
+            _hinge_rot(m.axis1[i], q[qs], Rj[i])
+            _hinge_rot(m.axis2[i], q[qs + 1], R2[i])
+            for a in range(3):
+                r0 = Rj[i, a, 0] * R2[i, 0, 0] + Rj[i, a, 1] * R2[i, 1, 0] + Rj[i, a, 2] * R2[i, 2, 0]
+                r1 = Rj[i, a, 0] * R2[i, 0, 1] + Rj[i, a, 1] * R2[i, 1, 1] + Rj[i, a, 2] * R2[i, 2, 1]
+                r2 = Rj[i, a, 0] * R2[i, 0, 2] + Rj[i, a, 1] * R2[i, 1, 2] + Rj[i, a, 2] * R2[i, 2, 2]
+                Rj[i, a, 0], Rj[i, a, 1], Rj[i, a, 2] = r0, r1, r2
+        elif jt == SLIDE:
+            for a in range(3):
+                for b in range(3):
+                    Rj[i, a, b] = 1.0 if a == b else 0.0
+            tj0, tj1, tj2 = m.axis1[i, 0] * q[qs], m.axis1[i, 1] * q[qs], m.axis1[i, 2] * q[qs]
+        elif jt == BALL:
+            quat_to_rot(q[qs], q[qs + 1], q[qs + 2], q[qs + 3], Rj[i])
+        else:
+            tj0, tj1, tj2 = q[qs], q[qs + 1], q[qs + 2]
+            quat_to_rot(q[qs + 3], q[qs + 4], q[qs + 5], q[qs + 6], Rj[i])
+        # local pose: placement ∘ joint
+        PR, pt = m.place_R[i], m.place_t[i]
+        p = m.parent[i]
+        for a in range(3):
+            tl = PR[a, 0] * tj0 + PR[a, 1] * tj1 + PR[a, 2] * tj2 + pt[a]
+            t[i, a] = tl
+            for b in range(3):
+                R[i, a, b] = PR[a, 0] * Rj[i, 0, b] + PR[a, 1] * Rj[i, 1, b] + PR[a, 2] * Rj[i, 2, b]
+        if p >= 0:  # world pose: parent ∘ local
+            l0, l1, l2 = t[i, 0], t[i, 1], t[i, 2]
+            for a in range(3):
+                t[i, a] = R[p, a, 0] * l0 + R[p, a, 1] * l1 + R[p, a, 2] * l2 + t[p, a]
+            for b in range(3):
+                c0, c1, c2 = R[i, 0, b], R[i, 1, b], R[i, 2, b]
+                for a in range(3):
+                    R[i, a, b] = R[p, a, 0] * c0 + R[p, a, 1] * c1 + R[p, a, 2] * c2
+    # motion axes
+    for i in range(m.jtype.shape[0]):
+        jt, vs = m.jtype[i], m.v_start[i]
+        Ri, ti = R[i], t[i]
+        if jt == HINGE or jt == SLIDE:
+            ax = m.axis1[i]
+            for a in range(3):
+                v[vs, a] = Ri[a, 0] * ax[0] + Ri[a, 1] * ax[1] + Ri[a, 2] * ax[2]
+            if jt == HINGE:
+                for a in range(3):
+                    w[vs, a] = v[vs, a]
+                _cross_into(ti, w[vs], v[vs])
+            else:
+                w[vs, 0] = w[vs, 1] = w[vs, 2] = 0.0
+        elif jt == UNIVERSAL:
+            ax, ax2, r2 = m.axis1[i], m.axis2[i], R2[i]
+            # w1 = R R2ᵀ a1, w2 = R a2
+            u0 = r2[0, 0] * ax[0] + r2[1, 0] * ax[1] + r2[2, 0] * ax[2]
+            u1 = r2[0, 1] * ax[0] + r2[1, 1] * ax[1] + r2[2, 1] * ax[2]
+            u2 = r2[0, 2] * ax[0] + r2[1, 2] * ax[1] + r2[2, 2] * ax[2]
+            for a in range(3):
+                w[vs, a] = Ri[a, 0] * u0 + Ri[a, 1] * u1 + Ri[a, 2] * u2
+                w[vs + 1, a] = Ri[a, 0] * ax2[0] + Ri[a, 1] * ax2[1] + Ri[a, 2] * ax2[2]
+            _cross_into(ti, w[vs], v[vs])
+            _cross_into(ti, w[vs + 1], v[vs + 1])
+        else:
+            r0 = vs + 3 if jt == FREE else vs
+            for k in range(3):
+                for a in range(3):
+                    w[r0 + k, a] = Ri[a, k]
+                _cross_into(ti, w[r0 + k], v[r0 + k])
+            if jt == FREE:  # translation in the parent frame: columns of R_parent · place_R
+                p = m.parent[i]
+                PR = m.place_R[i]
+                for k in range(3):
+                    w[vs + k, 0] = w[vs + k, 1] = w[vs + k, 2] = 0.0
+                    for a in range(3):
+                        if p >= 0:
+                            v[vs + k, a] = R[p, a, 0] * PR[0, k] + R[p, a, 1] * PR[1, k] + R[p, a, 2] * PR[2, k]
+                        else:
+                            v[vs + k, a] = PR[a, k]
+
+
+@_jit
+def _cross_into(a, b, out):
+    o0 = a[1] * b[2] - a[2] * b[1]
+    o1 = a[2] * b[0] - a[0] * b[2]
+    o2 = a[0] * b[1] - a[1] * b[0]
+    out[0], out[1], out[2] = o0, o1, o2
+
+
+# --- link terms (energies/inertia.py, drag.py, gravity.py, contact.py) ----------------------------------------
+@_jit
+def _affine_link(m, i, R, t, A, b, W, use_w, scale, G, f, s33, s3):
+    """scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i: adds ∂/∂R, ∂/∂t to G, f and returns the value
+    (s33 (≥3, 3, 3), s3 (≥3, 3): scratch)."""
+    mi, ci, Si = m.mass[i], m.c[i], m.S[i]
+    D, gR, hR = s33[0], s33[1], s33[2]
+    u, gt, ht = s3[0], s3[1], s3[2]
+    for a in range(3):
+        u[a] = t[a] - b[a]
+        for k in range(3):
+            D[a, k] = R[a, k] - A[a, k]
+    for a in range(3):
+        for k in range(3):
+            gR[a, k] = D[a, 0] * Si[0, k] + D[a, 1] * Si[1, k] + D[a, 2] * Si[2, k] + u[a] * ci[k]
+        gt[a] = D[a, 0] * ci[0] + D[a, 1] * ci[1] + D[a, 2] * ci[2] + mi * u[a]
+    if use_w:
+        for a in range(3):
+            for k in range(3):
+                hR[a, k] = W[a, 0] * gR[0, k] + W[a, 1] * gR[1, k] + W[a, 2] * gR[2, k]
+            ht[a] = W[a, 0] * gt[0] + W[a, 1] * gt[1] + W[a, 2] * gt[2]
+        gR, gt = hR, ht
+    s = 0.0
+    for a in range(3):
+        for k in range(3):
+            s += gR[a, k] * D[a, k]
+    val = 0.0
+    for a in range(3):
+        val += u[a] * gt[a]
+    val = scale * (s + val)
+    for a in range(3):
+        f[a] += 2.0 * scale * gt[a]
+        for k in range(3):
+            G[a, k] += 2.0 * scale * gR[a, k]
+    return val
+
+
+@_jit
+def sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
+    """Ground-contact point energy of sphere s at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3)
+    when ``want_h``; its centre into P (3,). Returns the value."""
+    sc = fo.scalars
+    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
+    l = m.sph_link[s]
+    p0 = m.sph_p0[s]
+    for a in range(3):
+        P[a] = t[l, a] + (R[l, a, 0] * p0[0] + R[l, a, 1] * p0[1] + R[l, a, 2] * p0[2])
+    d = max(0.0, m.sph_r[s] - (P[2] - h))
+    val = 0.5 * k_n * d * d
+    gP[0] = gP[1] = 0.0
+    gP[2] = -k_n * d
+    if want_h:
+        for a in range(3):
+            for b in range(3):
+                HP[a, b] = 0.0
+        HP[2, 2] = k_n if d > 0 else 0.0
+    fr = fo.flags[F_FRICTION]
+    if fr == 0:  # viscous
+        kk = sc[S_CONTACT_D] / sc[S_DT] * (1.0 if cact[s] else 0.0)
+        x0, x1 = P[0] - cP[s, 0], P[1] - cP[s, 1]
+        val += 0.5 * (kk * (x0 * x0 + x1 * x1))
+        gP[0] += kk * x0
+        gP[1] += kk * x1
+        if want_h:
+            HP[0, 0] += kk
+            HP[1, 1] += kk
+    elif fr == 1:  # smoothed Coulomb
+        eps = sc[S_SLIP_EPS]
+        kk = sc[S_MU] * cnorm[s] * (1.0 if cact[s] else 0.0)
+        x0, x1 = P[0] - canc[s, 0], P[1] - canc[s, 1]
+        sn = math.sqrt(x0 * x0 + x1 * x1)
+        phi = 0.5 * sn * sn / eps if sn < eps else sn - 0.5 * eps
+        val += kk * phi
+        inv = 1.0 / max(sn, eps)
+        gP[0] += kk * inv * x0
+        gP[1] += kk * inv * x1
+        if want_h:
+            c = kk * inv
+            xh0, xh1 = x0 * inv, x1 * inv
+            sl = 1.0 if sn >= eps else 0.0
+            HP[0, 0] += c * (1.0 - sl * xh0 * xh0)
+            HP[0, 1] += c * (0.0 - sl * xh0 * xh1)
+            HP[1, 0] += c * (0.0 - sl * xh1 * xh0)
+            HP[1, 1] += c * (1.0 - sl * xh1 * xh1)
+    return val
+
+
+@_jit
+def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3):
+    """Value of the link terms (inertia, gravity, drag, contact) at poses (R, t); their pose gradients G, f."""
+    sc, fl = fo.scalars, fo.flags
+    dt = sc[S_DT]
+    L = m.mass.shape[0]
+    for i in range(L):
+        for a in range(3):
+            f[i, a] = 0.0
+            for k in range(3):
+                G[i, a, k] = 0.0
+    val_in = 0.0
+    for i in range(L):
+        val_in += _affine_link(m, i, R[i], t[i], A[i], bt[i], Wd[i], False, 0.5 / (dt * dt), G[i], f[i], s33, s3)
+    val = val_in
+    if fl[F_GRAVITY]:
+        g = fo.gravity
+        vg = 0.0
+        for i in range(L):
+            mi, ci = m.mass[i], m.c[i]
+            s = 0.0
+            for a in range(3):
+                cw = R[i, a, 0] * ci[0] + R[i, a, 1] * ci[1] + R[i, a, 2] * ci[2] + mi * t[i, a]
+                s += cw * g[a]
+                f[i, a] += -mi * g[a]
+                for k in range(3):
+                    G[i, a, k] += -g[a] * ci[k]
+            vg += s
+        val += -vg
+    if fl[F_DRAG]:
+        vd = 0.0
+        for i in range(L):
+            vd += _affine_link(m, i, R[i], t[i], Rr[i], tr[i], Wd[i], True, 0.5 / dt, G[i], f[i], s33, s3)
+        val += vd
+    if fl[F_CONTACT]:
+        gP, HP, P = s3[3], s33[3], s3[4]
+        vc = 0.0
+        for s in range(m.sph_link.shape[0]):
+            v_s = sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
+            vc += v_s
+            l, p0 = m.sph_link[s], m.sph_p0[s]
+            for a in range(3):
+                f[l, a] += gP[a]
+                for k in range(3):
+                    G[l, a, k] += gP[a] * p0[k]
+        val += vc
+    return val
+
+
+# --- joint terms (energies/actuation.py, joints.py) ----------------------------------------------------------
+@_jit
+def _chart_damping(m, q, qref, bvec, d1, d2, g, H, want_h, s33, s3):
+    """½ Σ b_j d_j² with b = bvec / d1 / d2 and d = q ⊖ q_ref in the actuation chart (damping: b/Δt; armature:
+    a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H."""
+    val = 0.0
+    for i in range(m.lin_q.shape[0]):
+        j = m.lin_v[i]
+        d = q[m.lin_q[i]] - qref[m.lin_q[i]]
+        bj = bvec[j] / d1 / d2
+        val += 0.5 * bj * d * d
+        g[j] += bj * d
+        if want_h:
+            H[j, j] += bj
+    for i in range(m.quat_q.shape[0]):
+        a, v0 = m.quat_q[i], m.quat_v[i]
+        rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
+                                  q[a + 3])
+        r = (rx, ry, rz)
+        bd, J = s3[0], s33[0]
+        for k in range(3):
+            d = 2.0 * r[k]
+            bk = bvec[v0 + k] / d1 / d2
+            val += 0.5 * bk * d * d
+            bd[k] = bk * d
+        # J = w_r 1 + [vec r]×; grad = Jᵀ (b d); Hessian Jᵀ diag(b) J − ½ (Σ b d·vec r) 1
+        for x in range(3):
+            for y in range(3):
+                J[x, y] = rw if x == y else 0.0
+        J[0, 1] -= rz
+        J[0, 2] += ry
+        J[1, 2] -= rx
+        J[1, 0] += rz
+        J[2, 0] -= ry
+        J[2, 1] += rx
+        for y in range(3):
+            g[v0 + y] += J[0, y] * bd[0] + J[1, y] * bd[1] + J[2, y] * bd[2]
+        if want_h:
+            corr = 0.5 * (bd[0] * rx + bd[1] * ry + bd[2] * rz)
+            for x in range(3):
+                for y in range(3):
+                    s = 0.0
+                    for k in range(3):
+                        s += J[k, x] * (bvec[v0 + k] / d1 / d2) * J[k, y]
+                    H[v0 + x, v0 + y] += s
+                H[v0 + x, v0 + x] -= corr
+    return val
+
+
+@_jit
+def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h, s33, s3):
+    """Value of the joint terms (actuation, limits, damping, armature); adds their gradient to g and, with
+    ``want_h``, their Hessian to H."""
+    sc, fl = fo.scalars, fo.flags
+    val = 0.0
+    for i in range(m.lin_q.shape[0]):
+        j = m.lin_v[i]
+        val -= tau[j] * (q[m.lin_q[i]] - qref[m.lin_q[i]])
+        g[j] += -tau[j]
+    for i in range(m.quat_q.shape[0]):
+        a, v0 = m.quat_q[i], m.quat_v[i]
+        rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
+                                  q[a + 3])
+        t0, t1, t2 = tau[v0], tau[v0 + 1], tau[v0 + 2]
+        val -= 2.0 * (t0 * rx + t1 * ry + t2 * rz)
+        # −(w_r τ − vec r × τ)
+        g[v0] += -(rw * t0 - (ry * t2 - rz * t1))
+        g[v0 + 1] += -(rw * t1 - (rz * t0 - rx * t2))
+        g[v0 + 2] += -(rw * t2 - (rx * t1 - ry * t0))
+        if want_h:
+            dg = 0.5 * (t0 * rx + t1 * ry + t2 * rz)
+            for k in range(3):
+                H[v0 + k, v0 + k] += dg
+    if fl[F_LIMITS]:
+        k_l = sc[S_LIMIT_K]
+        vl = 0.0
+        for j in range(m.lim_on.shape[0]):
+            if m.lim_on[j]:
+                qi = q[m.lim_q[j]]
+                over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
+                vl += over * over
+                g[j] += k_l * over
+                if want_h and over != 0:
+                    H[j, j] += k_l
+        val += 0.5 * k_l * vl
+    if fl[F_DAMPING]:
+        val += _chart_damping(m, q, qref, fo.damping, sc[S_DT], 1.0, g, H, want_h, s33, s3)
+    if fl[F_ARMATURE]:
+        dt = sc[S_DT]
+        val += _chart_damping(m, q, qpred, m.armature, dt, dt, g, H, want_h, s33, s3)
+    return val
+
+
+# --- gradient by the wrench pass (kinematics/chain_rule.py) --------------------------------------------------
+@_jit
+def wrench_gradient(m, R, t, w, v, G, f, wr, g):
+    """g += ∂E/∂δ of the link pose gradients G, f: world wrenches summed up the tree, projected on the axes."""
+    L = m.mass.shape[0]
+    for i in range(L):
+        Ri, Gi, ti, fi = R[i], G[i], t[i], f[i]
+        # X = R Gᵀ: τ = (X12 − X21, X20 − X02, X01 − X10)
+        x12 = Ri[1, 0] * Gi[2, 0] + Ri[1, 1] * Gi[2, 1] + Ri[1, 2] * Gi[2, 2]
+        x21 = Ri[2, 0] * Gi[1, 0] + Ri[2, 1] * Gi[1, 1] + Ri[2, 2] * Gi[1, 2]
+        x20 = Ri[2, 0] * Gi[0, 0] + Ri[2, 1] * Gi[0, 1] + Ri[2, 2] * Gi[0, 2]
+        x02 = Ri[0, 0] * Gi[2, 0] + Ri[0, 1] * Gi[2, 1] + Ri[0, 2] * Gi[2, 2]
+        x01 = Ri[0, 0] * Gi[1, 0] + Ri[0, 1] * Gi[1, 1] + Ri[0, 2] * Gi[1, 2]
+        x10 = Ri[1, 0] * Gi[0, 0] + Ri[1, 1] * Gi[0, 1] + Ri[1, 2] * Gi[0, 2]
+        wr[i, 0] = (x12 - x21) + (ti[1] * fi[2] - ti[2] * fi[1])
+        wr[i, 1] = (x20 - x02) + (ti[2] * fi[0] - ti[0] * fi[2])
+        wr[i, 2] = (x01 - x10) + (ti[0] * fi[1] - ti[1] * fi[0])
+        wr[i, 3], wr[i, 4], wr[i, 5] = fi[0], fi[1], fi[2]
+    for n in range(L - 1, -1, -1):  # children before parents
+        i = m.order[n]
+        p = m.parent[i]
+        if p >= 0:
+            for a in range(6):
+                wr[p, a] += wr[i, a]
+    for j in range(m.dof_link.shape[0]):
+        l = m.dof_link[j]
+        g[j] += (w[j, 0] * wr[l, 0] + w[j, 1] * wr[l, 1] + w[j, 2] * wr[l, 2]
+                 + v[j, 0] * wr[l, 3] + v[j, 1] * wr[l, 4] + v[j, 2] * wr[l, 5])
+
+
+# --- Hessian (integrators/pbad.py step_hessian, kinematics/chain_rule.py generalized_hessian) ----------------
+@_jit
+def _spatial_form(mi, cw, Sw, W, K, cx):
+    """K += ∫ρ (ω×P + v)ᵀ W (ω×P + v) as a 6x6 form from world moments (kinematics/spatial.py)."""
+    # rotational block Σ_kl S_kl [e_k]×ᵀ W [e_l]× written out with the Levi-Civita symbol
+    for a in range(3):
+        a1, a2 = (a + 1) % 3, (a + 2) % 3
+        for d in range(3):
+            d1, d2 = (d + 1) % 3, (d + 2) % 3
+            # ε_{b a k}: (b, k) = (a2, a1) sign +1, (a1, a2) sign −1; same for (c, d, l)
+            K[a, d] += (W[a2, d2] * Sw[a1, d1] - W[a2, d1] * Sw[a1, d2]
+                        - W[a1, d2] * Sw[a2, d1] + W[a1, d1] * Sw[a2, d2])
+    # [c]× W and −W [c]×, m W
+    cx[0, 0] = cx[1, 1] = cx[2, 2] = 0.0
+    cx[0, 1], cx[0, 2], cx[1, 2] = -cw[2], cw[1], -cw[0]
+    cx[1, 0], cx[2, 0], cx[2, 1] = cw[2], -cw[1], cw[0]
+    for a in range(3):
+        for b in range(3):
+            s = cx[a, 0] * W[0, b] + cx[a, 1] * W[1, b] + cx[a, 2] * W[2, b]
+            K[a, 3 + b] += s
+            K[3 + b, a] += s
+            K[3 + a, 3 + b] += mi * W[a, b]
+
+
+@_jit
+def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, canc, K, Z, F, Xk, H, D, s33, s3,
+            s36, gdummy):
+    """Step Hessian H (nv, nv) at q and the diagonal D (nv,) of its Gauss-Newton part (armature included)."""
+    sc, fl = fo.scalars, fo.flags
+    dt = sc[S_DT]
+    L, nv = m.mass.shape[0], m.dof_link.shape[0]
+    exact = fl[F_EXACT] != 0
+    Wl, Sw, RS = s33[4], s33[5], s33[6]
+    cw, Rc = s3[5], s3[6]
+    for i in range(L):
+        Ri, ti, mi = R[i], t[i], m.mass[i]
+        for a in range(3):
+            Rc[a] = Ri[a, 0] * m.c[i, 0] + Ri[a, 1] * m.c[i, 1] + Ri[a, 2] * m.c[i, 2]
+            cw[a] = Rc[a] + mi * ti[a]
+            for b in range(3):
+                RS[a, b] = Ri[a, 0] * m.S[i, 0, b] + Ri[a, 1] * m.S[i, 1, b] + Ri[a, 2] * m.S[i, 2, b]
+        for a in range(3):
+            for b in range(3):
+                Sw[a, b] = (RS[a, 0] * Ri[b, 0] + RS[a, 1] * Ri[b, 1] + RS[a, 2] * Ri[b, 2]
+                            + ti[a] * Rc[b] + Rc[a] * ti[b] + mi * ti[a] * ti[b])
+        for a in range(6):
+            for b in range(6):
+                K[i, a, b] = 0.0
+        for a in range(3):
+            for b in range(3):
+                Wl[a, b] = (Wd[i, a, b] / dt if fl[F_DRAG] else 0.0) + (1.0 / (dt * dt) if a == b else 0.0)
+        _spatial_form(mi, cw, Sw, Wl, K[i], s33[7])
+        if exact:
+            Gi, fi = G[i], f[i]
+            for a in range(3):
+                F[i, a] = fi[a]
+                for b in range(3):
+                    Z[i, a, b] = (Ri[a, 0] * Gi[b, 0] + Ri[a, 1] * Gi[b, 1] + Ri[a, 2] * Gi[b, 2]) + ti[a] * fi[b]
+    if fl[F_CONTACT]:
+        gP, HP, P = s3[3], s33[3], s3[4]
+        T, HT = s36[0], s36[1]
+        for s in range(m.sph_link.shape[0]):
+            sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, True, P)
+            P0, P1, P2 = P[0], P[1], P[2]
+            # T = [−[P]×, 1]
+            T[0, 0], T[0, 1], T[0, 2] = 0.0, P2, -P1
+            T[1, 0], T[1, 1], T[1, 2] = -P2, 0.0, P0
+            T[2, 0], T[2, 1], T[2, 2] = P1, -P0, 0.0
+            for a in range(3):
+                for b in range(3):
+                    T[a, 3 + b] = 1.0 if a == b else 0.0
+            for a in range(3):
+                for b in range(6):
+                    HT[a, b] = HP[a, 0] * T[0, b] + HP[a, 1] * T[1, b] + HP[a, 2] * T[2, b]
+            l = m.sph_link[s]
+            for a in range(6):
+                for b in range(6):
+                    K[l, a, b] += T[0, a] * HT[0, b] + T[1, a] * HT[1, b] + T[2, a] * HT[2, b]
+    # composite (subtree) sums
+    for n in range(L - 1, -1, -1):
+        i = m.order[n]
+        p = m.parent[i]
+        if p >= 0:
+            for a in range(6):
+                for b in range(6):
+                    K[p, a, b] += K[i, a, b]
+            if exact:
+                for a in range(3):
+                    F[p, a] += F[i, a]
+                    for b in range(3):
+                        Z[p, a, b] += Z[i, a, b]
+    for k in range(nv):
+        l = m.dof_link[k]
+        Kl = K[l]
+        s6 = (w[k, 0], w[k, 1], w[k, 2], v[k, 0], v[k, 1], v[k, 2])
+        dk = 0.0
+        for a in range(6):
+            x = 0.0
+            for b in range(6):
+                x += Kl[a, b] * s6[b]
+            Xk[k, a] = x
+            dk += s6[a] * x
+        D[k] = dk
+        if exact:
+            Zl, Fl = Z[l], F[l]
+            tr = Zl[0, 0] + Zl[1, 1] + Zl[2, 2]
+            wk0, wk1, wk2 = w[k, 0], w[k, 1], w[k, 2]
+            vk0, vk1, vk2 = v[k, 0], v[k, 1], v[k, 2]
+            Xk[k, 0] += (Zl[0, 0] * wk0 + Zl[0, 1] * wk1 + Zl[0, 2] * wk2) - tr * wk0 + (vk1 * Fl[2] - vk2 * Fl[1])
+            Xk[k, 1] += (Zl[1, 0] * wk0 + Zl[1, 1] * wk1 + Zl[1, 2] * wk2) - tr * wk1 + (vk2 * Fl[0] - vk0 * Fl[2])
+            Xk[k, 2] += (Zl[2, 0] * wk0 + Zl[2, 1] * wk1 + Zl[2, 2] * wk2) - tr * wk2 + (vk0 * Fl[1] - vk1 * Fl[0])
+    for j in range(nv):
+        for k in range(nv):
+            H[j, k] = 0.0
+    hw = m.hess_weight
+    for j in range(nv):
+        for k in range(nv):
+            c = hw[j, k]
+            if c != 0.0:
+                p = c * (w[j, 0] * Xk[k, 0] + w[j, 1] * Xk[k, 1] + w[j, 2] * Xk[k, 2]
+                         + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
+                H[j, k] += p
+                H[k, j] += p
+    joint_terms(m, fo, q, qref, qpred, tau, gdummy, H, True, s33, s3)  # gdummy: the gradient is not wanted
+    if fl[F_ARMATURE]:
+        for k in range(nv):
+            D[k] += m.armature[k] / (dt * dt)
+
+
+# --- damped solve ---------------------------------------------------------------------------------------------
+@_jit
+def solve_damped(H, D, mu, g, A, dx, piv):
+    """dx = −(H + μ·diag(D))⁻¹ g by Cholesky, or LU with partial pivoting when the matrix is not positive
+    definite; returns False when it is singular."""
+    n = g.shape[0]
+    for i in range(n):
+        for j in range(n):
+            A[i, j] = H[i, j]
+        A[i, i] += mu * D[i]
+    spd = True
+    for j in range(n):  # Cholesky, lower triangle in place
+        s = A[j, j]
+        for k in range(j):
+            s -= A[j, k] * A[j, k]
+        if not s > 0.0:
+            spd = False
+            break
+        s = math.sqrt(s)
+        A[j, j] = s
+        for i in range(j + 1, n):
+            x = A[i, j]
+            for k in range(j):
+                x -= A[i, k] * A[j, k]
+            A[i, j] = x / s
+    if spd:
+        for i in range(n):
+            x = -g[i]
+            for k in range(i):
+                x -= A[i, k] * dx[k]
+            dx[i] = x / A[i, i]
+        for i in range(n - 1, -1, -1):
+            x = dx[i]
+            for k in range(i + 1, n):
+                x -= A[k, i] * dx[k]
+            dx[i] = x / A[i, i]
+        return True
+    for i in range(n):
+        for j in range(n):
+            A[i, j] = H[i, j]
+        A[i, i] += mu * D[i]
+        dx[i] = -g[i]
+        piv[i] = i
+    for j in range(n):
+        p = j
+        big = abs(A[j, j])
+        for i in range(j + 1, n):
+            if abs(A[i, j]) > big:
+                big, p = abs(A[i, j]), i
+        if big == 0.0:
+            return False
+        if p != j:
+            for k in range(n):
+                A[j, k], A[p, k] = A[p, k], A[j, k]
+            dx[j], dx[p] = dx[p], dx[j]
+        for i in range(j + 1, n):
+            r = A[i, j] / A[j, j]
+            if r != 0.0:
+                for k in range(j, n):
+                    A[i, k] -= r * A[j, k]
+                dx[i] -= r * dx[j]
+    for i in range(n - 1, -1, -1):
+        x = dx[i]
+        for k in range(i + 1, n):
+            x -= A[i, k] * dx[k]
+        dx[i] = x / A[i, i]
+    return True
+
+
+# --- one trajectory -------------------------------------------------------------------------------------------
+@_jit
+def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, R, t, w, v, Rj, R2, G, f,
+                 wr, g, Hd, s33, s3):
+    forward_kinematics(m, x, R, t, w, v, Rj, R2)
+    E = link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3)
+    for j in range(g.shape[0]):
+        g[j] = 0.0
+    wrench_gradient(m, R, t, w, v, G, f, wr, g)
+    E += joint_terms(m, fo, x, qref, qpred, tau, g, Hd, False, s33, s3)
+    return E
+
+
+@_jit
+def _measure(g, D):
+    out = 0.0
+    for j in range(g.shape[0]):
+        out = max(out, abs(g[j]) / D[j])
+    return out
+
+
+@_jit
+def _scratch(m, dtype):
+    L, nv = m.mass.shape[0], m.dof_link.shape[0]
+    return (np.empty((2, L, 3, 3), dtype), np.empty((2, L, 3), dtype), np.empty((2, nv, 3), dtype),
+            np.empty((2, nv, 3), dtype), np.empty((2, L, 3, 3), dtype), np.empty((2, L, 3), dtype),
+            np.empty((2, nv), dtype))
+
+
+@_jit
+def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, r0, r1):
+    """The step of trajectories r0 … r1−1, each running its own Levenberg-Marquardt to convergence."""
+    dtype = q_cur.dtype
+    L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
+    sc, fl = fo.scalars, fo.flags
+    dt, tol, eps, mu0 = sc[S_DT], sc[S_TOL], sc[S_MACH_EPS], sc[S_MU0]
+    max_iter = fl[F_MAX_ITER]
+    Rs, ts, ws, vs, Gs, fs, gs = _scratch(m, dtype)
+    xs = np.empty((2, nq), dtype)
+    Rp, tp = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
+    Rr, tr = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
+    A, bt, Wd = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype), np.empty((L, 3, 3), dtype)
+    wtmp, vtmp = np.empty((nv, 3), dtype), np.empty((nv, 3), dtype)
+    Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)
+    wr = np.empty((L, 6), dtype)
+    K, Z, F = np.empty((L, 6, 6), dtype), np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
+    Xk = np.empty((nv, 6), dtype)
+    H, Hd, Af = np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty((nv, nv), dtype)
+    D, dx, dv = np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype)
+    piv = np.empty(nv, np.int64)
+    qpred = np.empty(nq, dtype)
+    s33, s3, s36 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype)
+    for r in range(r0, r1):
+        qp, qc, ta = q_prev[r], q_cur[r], tau[r]
+        cPr, car, cnr, canr = cP[r], cact[r], cnorm[r], canc[r]
+        # step data (integrators/pbad.py prepare_step)
+        forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
+        forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
+        for i in range(L):
+            for a in range(3):
+                bt[i, a] = 2 * tr[i, a] - tp[i, a]
+                for b in range(3):
+                    A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
+        if fl[F_DRAG]:
+            for i in range(L):
+                Ci = fo.drag[i]
+                for a in range(3):
+                    for b in range(3):
+                        Wd[i, a, b] = (Rr[i, a, 0] * Ci[0] * Rr[i, b, 0] + Rr[i, a, 1] * Ci[1] * Rr[i, b, 1]
+                                       + Rr[i, a, 2] * Ci[2] * Rr[i, b, 2])
+        difference(m, qp, qc, dv)
+        integrate(m, qc, dv, qpred)
+        # Levenberg-Marquardt (optim/lm.py)
+        cu = 0
+        for k in range(nq):
+            xs[0, k] = qpred[k]
+        E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
+                         ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], Hd, s33, s3)
+        hessian(m, fo, xs[0], qc, qpred, ta, Rs[0], ts[0], ws[0], vs[0], Gs[0], fs[0], Wd, cPr, car, cnr, canr,
+                K, Z, F, Xk, H, D, s33, s3, s36, dv)
+        mu = mu0
+        iters = 0
+        conv = False
+        gnorm = _measure(gs[0], D)
+        for _ in range(max_iter):
+            if gnorm < tol:
+                conv = True
+                break
+            g = gs[cu]
+            ok = solve_damped(H, D, mu, g, Af, dx, piv)
+            gdx = 0.0
+            curv = 0.0
+            for j in range(nv):
+                hj = 0.0
+                for k in range(nv):
+                    hj += H[j, k] * dx[k]
+                curv += dx[j] * hj
+                gdx += g[j] * dx[j]
+            pred = -(gdx + 0.5 * curv)
+            if ok:
+                for j in range(nv):
+                    if not math.isfinite(dx[j]):
+                        ok = False
+            if not ok:
+                for j in range(nv):
+                    dx[j] = 0.0
+            nx = 1 - cu
+            integrate(m, xs[cu], dx, xs[nx])
+            E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
+                                 ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], Hd, s33, s3)
+            band = _EPS_BAND * eps * max(abs(E), abs(E_try))
+            accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
+            iters += 1
+            if accept:
+                mu = mu / 3.0
+            else:
+                mu = min(max(mu * 10.0, 1e-6), 1e12)
+            gn_try = _measure(gs[nx], D)
+            if accept and gn_try >= tol:
+                hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
+                        car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36, dv)
+                gn_try = _measure(gs[nx], D)
+            if accept:
+                cu, E, gnorm = nx, E_try, gn_try
+        if gnorm < tol:
+            conv = True
+        for k in range(nq):
+            out_q[r, k] = xs[cu, k]
+        out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
+
+
+@njit(cache=True, parallel=True)
+def step_batch_parallel(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
+                        nchunks):
+    """The batch split into ``nchunks`` contiguous chunks run by the thread pool (scratch once per chunk)."""
+    B = q_cur.shape[0]
+    for c in prange(nchunks):
+        step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
+                  c * B // nchunks, (c + 1) * B // nchunks)

@@ -1,0 +1,241 @@
+"""The compiled order-2 step (pbad_gym.kernels.numba) against the NumPy reference (integrators.pbad.pbad_step):
+the same trajectories to 1e-10 (float64) over 200 steps and the same LM iteration counts, for every model and
+option the kernel supports. Each rollout feeds each backend its own output back (the two trajectories are
+independent), with the lagged contact memory carried by the engine's own contact_state."""
+import numpy as np
+import pytest
+
+numba_kernel = pytest.importorskip("pbad_gym.kernels.numba")
+
+from pbad_gym.energies import contact_state, make_force_model  # noqa: E402
+from pbad_gym.integrators.pbad import pbad_step  # noqa: E402
+from pbad_gym.kinematics import forward_kinematics, integrate  # noqa: E402
+from pbad_gym.model import Body, Joint, Link, Sphere, chain, spider, swimmer  # noqa: E402
+
+STEPS = 200
+
+
+def tree_body():
+    """Ball and free joints in a tree, with a universal, a slide and a hinge (conftest's mixed body, with ranges
+    on the 1- and 2-DOF joints so that limits are exercised)."""
+    sh = lambda: [Sphere(radius=0.05, pos=(0.05, 0.0, 0.0))]  # noqa: E731
+    off = (np.eye(3), np.array([0.1, 0.0, 0.0]))
+    links = [
+        Link("base", -1, Joint("free"), shapes=sh()),
+        Link("ball", 0, Joint("ball", damping=0.01), placement=off, shapes=sh()),
+        Link("uni", 1, Joint("universal", axis=(0, 0, 1), axis2=(0, 1, 0), range=(-0.3, 0.3)), placement=off,
+             shapes=sh()),
+        Link("slide", 0, Joint("slide", axis=(1, 1, 0), range=(-0.02, 0.02)),
+             placement=(np.eye(3), np.array([0.0, 0.1, 0.0])), shapes=sh()),
+        Link("hinge", 3, Joint("hinge", axis=(1, 0, 0), armature=1e-3), placement=off, shapes=sh()),
+    ]
+    return Body(links, name="tree")
+
+
+def _spider_start(body, B, rng, height):
+    q0 = body.q0()
+    q0[2] = height
+    return integrate(body, np.tile(q0, (B, 1)), rng.uniform(-0.1, 0.1, (B, body.nv)))
+
+
+def _random_start(body, B, rng, scale=0.3):
+    return integrate(body, np.tile(body.q0(), (B, 1)), scale * rng.standard_normal((B, body.nv)))
+
+
+def case(name):
+    """(body, ForceModel, dt, solver options, q_prev, q, torque scale (nv,)) of a named case."""
+    rng = np.random.default_rng(7)
+    B = 3
+    if name == "chain":
+        body = chain(4)
+        forces, dt, opts, act = make_force_model(body), 0.01, dict(max_iter=50, tol=1e-9), 0.01 * np.ones(body.nv)
+        q = _random_start(body, B, rng)
+    elif name == "tree":
+        body = tree_body()
+        forces = make_force_model(body, limit_stiffness=50.0, drag=(0.2, 1.0))
+        dt, opts, act = 0.01, dict(max_iter=50, tol=1e-9), 0.05 * np.ones(body.nv)
+        q = _random_start(body, B, rng, 0.2)
+    elif name == "free_ball":
+        body = chain(3, floating=True, joint="ball")
+        forces, dt, opts = make_force_model(body, damping=0.05), 0.01, dict(max_iter=50, tol=1e-9)
+        q, act = _random_start(body, B, rng), 0.2 * np.ones(body.nv)
+    elif name in ("swimmer_v0", "swimmer_v1"):
+        v1 = name.endswith("v1")
+        body = swimmer(joint_range=0.4 if v1 else None)  # narrower than the env's 100°: the limits act
+        forces = make_force_model(body, gravity=(0.0, 0.0, 0.0), drag=(0.1, 10.0),
+                                  limit_stiffness=3000.0 if v1 else 0.0)
+        dt, opts = 0.05, dict(max_iter=50, tol=1e-7)
+        q, act = _random_start(body, B, rng, 0.1), np.r_[np.zeros(6), 30.0 * np.ones(3)]
+    elif name in ("spider_v0", "spider_v0_coulomb", "spider_v1", "spider_v1_viscous", "spider_v1_none"):
+        v1 = name.startswith("spider_v1")
+        body = spider(density=5.0, armature=1.0) if v1 else spider()
+        friction = {"spider_v0": "viscous", "spider_v0_coulomb": "coulomb", "spider_v1": "coulomb",
+                    "spider_v1_viscous": "viscous", "spider_v1_none": "none"}[name]
+        contact = dict(stiffness=5e3 if v1 else 5e4, friction=friction, damping=1000.0, mu=1.0, slip_velocity=0.01)
+        damping = np.r_[np.zeros(6), np.ones(12)]
+        forces = make_force_model(body, contact=contact, limit_stiffness=1e3 if v1 else 1e4, damping=damping)
+        dt, opts = (0.05, dict(max_iter=100, tol=1e-7)) if v1 else (0.02, dict(max_iter=50, tol=1e-7))
+        q = _spider_start(body, B, rng, body.meta["stand_height"] + 0.1)
+        act = np.r_[np.zeros(6), 150.0 * np.ones(12)]
+    else:
+        raise KeyError(name)
+    q_prev = integrate(body, q, -dt * 0.1 * rng.standard_normal((B, body.nv)))
+    return body, forces, dt, opts, q_prev, q, act
+
+
+def torques(act, steps, B, dt, seed=3):
+    """(steps, B, nv) torques: half a 0.5 Hz sine with random phases per DOF, half noise, scaled by act (nv,)."""
+    rng = np.random.default_rng(seed)
+    phase = rng.uniform(0, 2 * np.pi, (B, act.size))
+    t = dt * np.arange(steps)[:, None, None]
+    return act * (0.5 * np.sin(np.pi * t + phase) + 0.5 * rng.uniform(-1, 1, (steps, B, act.size)))
+
+
+def rollout(stepper, body, forces, dt, q_prev, q, taus):
+    """(positions (T, B, nq), iterations (T, B)) of a rollout under torques taus (T, B, nv)."""
+    qs, its, contact = [], [], None
+    for tau in taus:
+        if forces.contact is not None:
+            contact = contact_state(body, forward_kinematics(body, q), forces.contact, dt, prev=contact)
+        q_new, it = stepper(q_prev, q, tau, contact)
+        q_prev, q = q, q_new
+        qs.append(q)
+        its.append(it)
+    return np.array(qs), np.array(its)
+
+
+def compare(name, hessian="exact", steps=STEPS, atol=1e-10, chaotic=False):
+    """Roll out both backends; with ``chaotic`` (contact-rich gaits whose NumPy reference amplifies round-off by
+    itself) the numba trajectory must stay within 10x the reference's own spread under a 1e-15 perturbation of
+    the start (and within ``atol`` while that spread is below it); iteration counts must match on every step."""
+    body, forces, dt, opts, q_prev, q, act = case(name)
+    taus = torques(act, steps, q.shape[0], dt)
+
+    def ref(qp, qc, tau, contact):
+        qn, res = pbad_step(body, qp, qc, tau, dt, forces, hessian=hessian, contact=contact, **opts)
+        assert res.converged.all()  # round-off stays round-off only where every step converges
+        return qn, res.iterations
+
+    def kern(qp, qc, tau, contact):
+        qn, it, gn, conv = numba_kernel.pbad_step_numba(body, qp, qc, tau, dt, forces, hessian=hessian,
+                                                        contact=contact, **opts)
+        return qn, it
+
+    qa, ia = rollout(ref, body, forces, dt, q_prev, q, taus)
+    qb, ib = rollout(kern, body, forces, dt, q_prev, q, taus)
+    assert np.all(np.isfinite(qa))
+    err = np.abs(qa - qb).max(axis=(1, 2))
+    if chaotic:
+        q_pert = q_prev.copy()
+        q_pert[:, 2] += 1e-15
+        spread = np.maximum.accumulate(np.abs(rollout(ref, body, forces, dt, q_pert, q, taus)[0] - qa).max(axis=(1, 2)))
+        bound = np.where(spread < atol, atol, 10 * spread)
+        assert np.all(err < bound), f"{name}: |Δq| above the reference's own spread at step {np.argmax(err >= bound)}"
+        close = spread < 1e-9  # while the trajectories are round-off apart, every iteration count matches
+        assert close[:50].all()
+        np.testing.assert_array_equal(ia[close], ib[close])
+        frac = np.mean(ia[~close] != ib[~close]) if (~close).any() else 0.0
+        assert frac <= 0.01, f"{name}: iteration counts differ on {frac:.1%} of the steps past round-off"
+        return ia
+    np.testing.assert_array_equal(ia, ib)
+    assert err.max() < atol, f"{name}: max |Δq| {err.max():.3g} first above tol at step {np.argmax(err >= atol)}"
+    return ia
+
+
+@pytest.mark.parametrize("name", ["chain", "tree", "free_ball", "swimmer_v0", "swimmer_v1", "spider_v0"])
+def test_same_trajectories_exact(name):
+    its = compare(name)
+    assert its.mean() > 1  # the solver did real work
+
+
+def test_same_trajectories_spider_v1():
+    """Spider-v1 (Coulomb friction, armature, light body) under random gaits is chaotic: the NumPy reference
+    turns a 1e-15 change of its start into ~1e-4 m after 200 steps, so 1e-10 holds for the first ~70 steps only;
+    numba stays within the reference's own spread, with equal iteration counts on all 200 steps."""
+    its = compare("spider_v1", chaotic=True)
+    assert its.mean() > 5
+
+
+@pytest.mark.parametrize("name", ["chain", "swimmer_v1", "spider_v0"])
+def test_same_trajectories_gauss_newton(name):
+    compare(name, hessian="gauss_newton")
+
+
+@pytest.mark.parametrize("name", ["spider_v0_coulomb", "spider_v1_viscous", "spider_v1_none"])
+def test_same_trajectories_friction_models(name):
+    compare(name, chaotic=True)
+
+
+def test_one_step_diagnostics_match():
+    body, forces, dt, opts, q_prev, q, act = case("spider_v1")
+    tau = act * np.random.default_rng(1).uniform(-1, 1, (q.shape[0], body.nv))
+    contact = contact_state(body, forward_kinematics(body, q), forces.contact, dt)
+    qa, res = pbad_step(body, q_prev, q, tau, dt, forces, contact=contact, **opts)
+    qb, it, gn, conv = numba_kernel.pbad_step_numba(body, q_prev, q, tau, dt, forces, contact=contact, **opts)
+    np.testing.assert_allclose(qb, qa, atol=1e-12)
+    np.testing.assert_array_equal(it, res.iterations)
+    np.testing.assert_array_equal(conv, res.converged)
+    np.testing.assert_allclose(gn, res.grad_norm, rtol=1e-3, atol=1e-14)
+    assert it.dtype == np.int64 and conv.dtype == np.bool_ and qb.shape == q.shape
+
+
+def test_contact_memory_as_dict_and_computed():
+    """The lagged contact memory read through one adapter: a NamedTuple, a dict of its fields, or None (computed
+    from q_cur) give the same step."""
+    body, forces, dt, opts, q_prev, q, act = case("spider_v0")
+    tau = np.zeros((q.shape[0], body.nv))
+    mem = contact_state(body, forward_kinematics(body, q), forces.contact, dt)
+    a = numba_kernel.pbad_step_numba(body, q_prev, q, tau, dt, forces, contact=mem, **opts)[0]
+    b = numba_kernel.pbad_step_numba(body, q_prev, q, tau, dt, forces, contact=mem._asdict(), **opts)[0]
+    c = numba_kernel.pbad_step_numba(body, q_prev, q, tau, dt, forces, contact=None, **opts)[0]
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+
+
+def test_batch_rows_independent_of_batch_and_threads():
+    """A row's numbers do not depend on the batch it is in, nor on how the batch is split over threads."""
+    body, forces, dt, opts, q_prev, q, act = case("swimmer_v1")
+    rng = np.random.default_rng(5)
+    B = 9
+    q = integrate(body, np.tile(q[0], (B, 1)), 0.1 * rng.standard_normal((B, body.nv)))
+    q_prev = integrate(body, q, 0.01 * rng.standard_normal((B, body.nv)))
+    tau = act * rng.uniform(-1, 1, (B, body.nv))
+    full = numba_kernel.pbad_step_numba(body, q_prev, q, tau, dt, forces, **opts)
+    one = numba_kernel.pbad_step_numba(body, q_prev[4:5], q[4:5], tau[4:5], dt, forces, **opts)
+    np.testing.assert_array_equal(full[0][4:5], one[0])
+    n0 = numba_kernel.threads.num_threads()
+    try:
+        numba_kernel.threads.set_threads(1)
+        serial = numba_kernel.pbad_step_numba(body, q_prev, q, tau, dt, forces, **opts)
+    finally:
+        numba_kernel.threads.set_threads(n0)
+    np.testing.assert_array_equal(full[0], serial[0])
+    np.testing.assert_array_equal(full[1], serial[1])
+
+
+def test_float32_close_to_numpy():
+    body, forces, dt, opts, q_prev, q, act = case("swimmer_v1")
+    tau = act * np.random.default_rng(2).uniform(-1, 1, (q.shape[0], body.nv))
+    f32 = lambda a: a.astype(np.float32)  # noqa: E731
+    qa, res = pbad_step(body, f32(q_prev), f32(q), f32(tau), dt, forces, max_iter=50, tol=1e-5)
+    qb, it, gn, conv = numba_kernel.pbad_step_numba(body, f32(q_prev), f32(q), f32(tau), dt, forces, max_iter=50,
+                                                    tol=1e-5)
+    assert qb.dtype == np.float32 and conv.all()
+    np.testing.assert_allclose(qb, qa, atol=1e-4)
+
+
+def test_supports_reasons():
+    body = chain(3)
+    forces = make_force_model(body)
+    assert numba_kernel.supports(body, forces) is None
+    assert "collocation order 3" in numba_kernel.supports(body, forces, order=3)
+    assert "lbfgs" in numba_kernel.supports(body, forces, optimizer="lbfgs")
+    assert "impulse" in numba_kernel.supports(body, forces, contact_model="impulse")
+    assert "cuda" in numba_kernel.supports(body, forces, device="cuda")
+    assert "rk4" in numba_kernel.supports(body, forces, integrator="rk4")
+
+
+def test_bad_hessian_name():
+    body, forces, dt, opts, q_prev, q, act = case("chain")
+    with pytest.raises(ValueError, match="hessian"):
+        numba_kernel.pbad_step_numba(body, q_prev, q, np.zeros((3, body.nv)), dt, forces, hessian="newton", **opts)
