@@ -136,8 +136,9 @@ class SpiderVectorEnv(PBADVectorEnv):
         divided by Δt. After a reset (no step yet): the normal forces of the reset pose, no friction.
 
         The environment used to recompute these forces from the poses before and after the step; for Coulomb
-        friction that copy of the force law differed slightly from the force the step applied. It now reports the
-        engine's force, the exact one (normal and viscous forces are unchanged up to round-off)."""
+        friction that copy of the force law differed from the force the step applied (by up to 5 % of the largest
+        force on Spider-v1 under random actions). It now reports the engine's force, the exact one; the normal,
+        viscous and impulse forces are unchanged bit for bit (docs/environments.md)."""
         return to_numpy(self.sim.contact_forces)
 
     def _get_obs(self, q, qd, kin):
@@ -245,7 +246,9 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
     v1: Ant-v5's dynamics, not only its geometry — density 1000 -> 5 kg/m³ (182 kg -> 0.91 kg), joint armature
     1 kg m² (new), smoothed Coulomb friction instead of viscous by default, contact stiffness 5e4 -> 5e3 N/m and
     limit stiffness 1e4 -> 1e3 N m/rad (scaled to the lighter body), Δt 0.02 -> 0.05 s (Ant-v5's), max_iter
-    50 -> 100, contact forces in the observation by default (Ant-v5's cfrc_ext).
+    50 -> 100, contact forces in the observation by default (Ant-v5's cfrc_ext). Revised: the contact forces
+    (observation, contact cost) are the engine's, the force each step applied; the environment's own Coulomb
+    formula differed from it by up to 5 % of the largest force (trajectories unchanged).
     v0: first version (universal hips, hinge knees, penalty contact, viscous friction).
     """
 
