@@ -6,6 +6,8 @@ picks one step implementation from a registry keyed by (scheme, backend), and th
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from .arrays import check_dtype, get_xp, real_number, to_numpy
@@ -16,18 +18,47 @@ from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions
 from .integrators.collocation import node_velocity, start_node
 from .kinematics import difference, forward_kinematics, integrate, normalize
 
-BACKENDS = ("numpy",)
+BACKENDS = ("numpy", "numba")
+log = logging.getLogger(__name__)
 
 
-def select_step(integrator, order, contact_model, backend="numpy"):
-    """The step function of the step contract for a scheme and backend."""
+def numba_available() -> bool:
+    """True when numba imports (the compiled CPU backend can run)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def default_backend(device="cpu"):
+    """numba on CPU when it imports, else numpy (CuPy runs the numpy code on device arrays)."""
+    return "numba" if device == "cpu" and numba_available() else "numpy"
+
+
+def select_step(integrator, order, contact_model, backend="numpy", *, optimizer="lm", hessian="exact",
+                dtype=np.float64, device="cpu"):
+    """The step function of the step contract for a scheme and backend, and the backend that runs it: a case
+    the compiled kernel does not cover runs on numpy, with the reason logged once (INFO)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "numba":
+        if not numba_available():
+            raise ValueError("backend='numba' needs numba: pip install numba")
+        from .kernels import numba as kernel
+
+        reason = kernel.supports(None, integrator=integrator, order=order, optimizer=optimizer,
+                                 contact_model=contact_model, hessian=hessian, dtype=dtype, device=device)
+        if reason is None:
+            from .kernels.numba.contract import step
+
+            return step, "numba"
+        log.info("backend='numba' falls back to numpy: %s", reason)
     if integrator != "pbad":
-        return explicit_step(integrator)
+        return explicit_step(integrator), "numpy"
     if order > 2:
-        return collocation.step
-    return impulse.step if contact_model == "impulse" else pbad.step
+        return collocation.step, "numpy"
+    return (impulse.step if contact_model == "impulse" else pbad.step), "numpy"
 
 
 class Simulator:
@@ -58,7 +89,9 @@ class Simulator:
             :class:`pbad_gym.energies.GroundContact` fields or a GroundContact.
         limit_stiffness: penalty stiffness [N m/rad] of the joint ranges (0: limits off).
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
-        backend: "numpy" (the reference array code; NumPy on CPU, CuPy on GPU).
+        backend: "numba" (the compiled CPU kernel: order 2, LM, penalty contact; other cases run on numpy with
+            a logged reason), "numpy" (the reference array code; NumPy on CPU, CuPy on GPU) or None (numba on
+            CPU when it imports). ``sim.backend`` is the one that runs.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     Methods: ``step(tau)``, ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
@@ -73,7 +106,7 @@ class Simulator:
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
-                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend="numpy"):
+                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend=None):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         real_number(dt, "dt (time step in seconds)", positive=True)
@@ -85,7 +118,7 @@ class Simulator:
         if self.options.order > 2 and integrator != "pbad":
             raise ValueError("collocation (order > 2) needs integrator='pbad'")
         self.body, self.dt, self.integrator = body, float(dt), integrator
-        self.num_envs, self.device, self.backend = int(num_envs), device, backend
+        self.num_envs, self.device = int(num_envs), device
         get_xp(device)  # fails early, naming the device, when its array module is missing
         if contact_model not in CONTACT_MODELS:
             raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
@@ -106,7 +139,10 @@ class Simulator:
         if integrator != "pbad" and extra:
             raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
-        self._step = select_step(integrator, self.options.order, contact_model, backend)
+        backend = default_backend(device) if backend is None else backend
+        self._step, self.backend = select_step(integrator, self.options.order, contact_model, backend,
+                                               optimizer=self.options.optimizer, hessian=self.options.hessian,
+                                               dtype=self.dtype, device=device)
         self.model = self._make_model(params)
         self.reset()
 

@@ -98,11 +98,12 @@ def with_kinematics(model, state):
     return state._replace(kin=kin, contact=contact)
 
 
-def advance(model, state, q_prev, q, **fields):
-    """The State after a step that produced (q_prev, q): kinematics of the new q, and for penalty contact the
-    force the step applied (the new poses with the step's lagged memory) and the memory of the new q_k."""
+def advance(model, state, q_prev, q, kinematics=forward_kinematics, **fields):
+    """The State after a step that produced (q_prev, q): kinematics of the new q (by ``kinematics``; None leaves
+    them to be computed when asked for), and for penalty contact the force the step applied (the new poses with
+    the step's lagged memory) and the memory of the new q_k."""
     body, contact, force = model.body, state.contact, state.force
-    kin = forward_kinematics(body, q)
+    kin = None if kinematics is None else kinematics(body, q)
     if model.forces.contact is not None:
         force = sphere_forces(body, kin, model.forces.contact, contact, model.dt)
         contact = contact_state(body, kin, model.forces.contact, model.dt, prev=contact)
