@@ -238,7 +238,7 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
     max_iter=None (100 for LM: random actions on this light, strong body need up to ~75 LM iterations; the
     engine's default for the other optimisers: 500 for L-BFGS), tol=None [rad]
     (per dtype: 1e-7 in float64, 1e-5 in float32), contact_model="penalty" | "impulse",
-    lcp_method="block_pgs" | "pgs" | "amgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6 [N s],
+    lcp_method="block_pgs" | "pgs" | "psor" | "amgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6 [N s],
     device="cpu", dtype=np.float64, render_mode=None | "rgb_array", nonfinite_action="raise" | "zero",
     max_unconverged_steps=10, divergence_safety=3, render_width=320, render_height=240, render_num_envs=4.
 
