@@ -123,3 +123,21 @@ def test_contact_forces_carry_the_weight_and_respect_coulomb(friction):
     G = sim.contact_forces
     assert np.all(G[1, :, :2] == 0) and G[1, :, 2].sum() > 0.5 * body.total_mass * 9.81
     np.testing.assert_array_equal(G[0], F[0])
+
+
+@pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"])
+def test_envs_pass_the_backend_through_and_both_agree(env_id):
+    import gymnasium as gym
+
+    envs = [gym.make_vec(env_id, num_envs=3, backend=b) for b in ("numpy", "numba")]
+    assert [e.sim.backend for e in envs] == ["numpy", "numba"]
+    assert gym.make_vec(env_id, num_envs=1).sim.backend == "numba"  # the default on CPU
+    obs = [e.reset(seed=3)[0] for e in envs]
+    rng = np.random.default_rng(0)
+    for _ in range(15):
+        a = rng.uniform(-1, 1, envs[0].action_space.shape)
+        out = [e.step(a) for e in envs]
+        obs = [o[0] for o in out]
+        np.testing.assert_array_equal(out[0][4]["iterations"], out[1][4]["iterations"])
+    np.testing.assert_allclose(envs[0].sim.q, envs[1].sim.q, atol=1e-10)
+    np.testing.assert_allclose(obs[0], obs[1], atol=1e-5)

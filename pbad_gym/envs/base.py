@@ -126,7 +126,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
 
     def __init__(self, num_envs=1, max_episode_steps=1000, *, dt, order=2, optimizer="lm", max_iter=None, tol=None,
                  contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
-                 device="cpu", dtype=np.float64, render_mode=None, nonfinite_action="raise",
+                 device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
                  render_num_envs=4):
         self.num_envs = _positive_int(num_envs, "num_envs")
@@ -154,7 +154,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                            lcp_iterations=lcp_iterations, lcp_tol=lcp_tol)
         tol = DEFAULT_TOL[check_dtype(dtype)] if tol is None else tol
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
-                             max_iter=max_iter, tol=tol, order=order, **options)
+                             max_iter=max_iter, tol=tol, order=order, backend=backend, **options)
         self.dt = self.sim.dt
         ground = self.sim.forces.contact if self.sim.impulse is None else self.sim.impulse
         self.energy_budget = EnergyBudget(self.sim, self.actuated, self.gear,

@@ -57,7 +57,7 @@ class SpiderVectorEnv(PBADVectorEnv):
     optimiser's default: 50 for LM, 500 for L-BFGS),
     tol=None (1e-7 rad in float64, 1e-5 in float32), contact_model="penalty" | "impulse" (velocity-level LCP),
     lcp_method="block_pgs" | "pgs" | "psor" | "amgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6 [N s]
-    (impulse only), device="cpu", dtype=np.float64,
+    (impulse only), device="cpu", dtype=np.float64, backend=None (the Simulator's: numba on CPU when it imports),
     render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
     render_width=320, render_height=240, render_num_envs=4.
 
@@ -239,7 +239,8 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
     engine's default for the other optimisers: 500 for L-BFGS), tol=None [rad]
     (per dtype: 1e-7 in float64, 1e-5 in float32), contact_model="penalty" | "impulse",
     lcp_method="block_pgs" | "pgs" | "psor" | "amgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6 [N s],
-    device="cpu", dtype=np.float64, render_mode=None | "rgb_array", nonfinite_action="raise" | "zero",
+    device="cpu", dtype=np.float64, backend=None ("numba" on CPU when it imports, else "numpy"),
+    render_mode=None | "rgb_array", nonfinite_action="raise" | "zero",
     max_unconverged_steps=10, divergence_safety=3, render_width=320, render_height=240, render_num_envs=4.
 
     ## Version history

@@ -137,8 +137,9 @@ class SwimmerV1VectorEnv(SwimmerVectorEnv):
     reset_noise_scale=0.1, exclude_current_positions_from_observation=True, gear=30.0 [N m], drag=(0.1, 10.0)
     (axial, normal) [1/s], dt=0.05 [s], order=2, optimizer="lm", max_iter=None (the optimiser's default: 50 for
     LM, 500 for L-BFGS), tol=None [rad] (per dtype: 1e-7 in float64, 1e-5 in float32), device="cpu",
-    dtype=np.float64, render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
-    divergence_safety=3, render_width=320, render_height=240, render_num_envs=4.
+    dtype=np.float64, backend=None ("numba" on CPU when it imports, else "numpy"), render_mode=None | "rgb_array",
+    nonfinite_action="raise" | "zero", max_unconverged_steps=10, divergence_safety=3, render_width=320,
+    render_height=240, render_num_envs=4.
 
     info (per sub-environment): reward_forward, reward_ctrl, x_position and y_position (of the centre of mass:
     Swimmer-v5 reports the head's), distance_from_origin, x_velocity, y_velocity (centre of mass), iterations,
