@@ -141,3 +141,22 @@ def test_envs_pass_the_backend_through_and_both_agree(env_id):
         np.testing.assert_array_equal(out[0][4]["iterations"], out[1][4]["iterations"])
     np.testing.assert_allclose(envs[0].sim.q, envs[1].sim.q, atol=1e-10)
     np.testing.assert_allclose(obs[0], obs[1], atol=1e-5)
+
+
+def test_observation_beyond_float32_range_counts_as_divergence():
+    """Finiteness is judged on the float32 observation the agent receives, not on its float64 source."""
+    import gymnasium as gym
+
+    env = gym.make_vec("pbad_gym/Swimmer-v1", num_envs=2)
+    env.reset(seed=0)
+    get_obs = env._get_obs
+
+    def huge(q, qd, kin):
+        obs = get_obs(q, qd, kin)
+        obs[0, 0] = 1e39  # finite in float64, inf in float32
+        return obs
+
+    env._get_obs = huge
+    obs, _, _, truncated, info = env.step(np.zeros(env.action_space.shape))
+    assert info["diverged"][0] and truncated[0] and not info["diverged"][1]
+    assert np.all(np.isfinite(obs))

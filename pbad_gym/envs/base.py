@@ -291,7 +291,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             res = sim.step(xp.asarray(tau, dtype=sim.dtype))
             q, qd = self._state_numpy()
             kin = self._kinematics()
-            obs = self._get_obs(q, qd, kin)
+            obs = self._get_obs(q, qd, kin).astype(np.float32)  # finiteness is judged on what the agent receives
             after = self._summary(q, qd, kin)
             reward, terminated, info = self._get_rew(before, after, action)
         converged = to_numpy(res["converged"]).astype(bool)
@@ -322,7 +322,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
         info["converged"] = converged
         info["diverged"] = diverged
-        return obs.astype(np.float32), np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
+        return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
 
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""
