@@ -107,7 +107,7 @@ def _rollout(env_id, device, dtype, tol, steps, n=8, seed=0):
     import pbad_gym  # noqa: F401
 
     env = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", device=device,
-                             dtype=dtype, tol=tol)
+                             dtype=dtype, tol=tol, backend="numpy")
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     qs, obs = [], []
