@@ -1,10 +1,21 @@
 """Environment throughput: env-steps/s and simulated seconds per wall second of the Swimmer and the Spider for
-num_envs in {1, 16, 64, 256, 1024} under uniformly random actions (native vector envs, NumPy on CPU), and —
-when the optional ``mujoco`` extra is installed — Gymnasium's Swimmer-v5 and Ant-v5 in the same run (one env,
-and ``make_vec(..., vectorization_mode="sync")`` with 16 envs), compared as ratios.
+num_envs in {1, 16, 64, 256, 1024} under uniformly random actions (native vector envs on CPU, for each step
+backend: ``--backends numpy numba``), and — when the optional ``mujoco`` extra is installed — Gymnasium's
+Swimmer-v5 and Ant-v5 in the same run (one env, and ``make_vec(..., vectorization_mode="sync")`` with 16 envs),
+compared as ratios.
+
+``--workloads`` times instead the loops RL users run, side by side with their MuJoCo peers in one run (issue 11's
+table): a CMA-ES Swimmer iteration (20 candidates x 1000 steps), PPO-style stepping (10k env steps on 16 envs) of
+the Swimmer and the Spider, env-steps/s at 256 and at 1 env, and ``mujoco.rollout`` on Swimmer-v5 with
+``--threads`` threads; with ``--compile-time`` also the numba kernel's first compile (fresh cache directory) and
+cached load (a second process) times.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -24,6 +35,23 @@ def add_arguments(p):
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo envs even if installed")
     p.add_argument("--envs", nargs="+", choices=[name for name, _, _ in PAIRS], default=None,
                    help="which pbad_gym envs to time (default all)")
+    p.add_argument("--backends", nargs="+", choices=("numpy", "numba"), default=None,
+                   help="step backends of the pbad_gym envs (default: numpy and, when it imports, numba)")
+    p.add_argument("--workloads", action="store_true",
+                   help="time the RL workloads of issue 11 against their MuJoCo peers instead of the num_envs sweep")
+    p.add_argument("--threads", type=int, default=2, help="threads of mujoco.rollout in --workloads (default 2)")
+    p.add_argument("--compile-time", action="store_true",
+                   help="with --workloads: also time the numba kernel's first compile (minutes) and cached load")
+
+
+def _backends(args):
+    if args.backends:
+        return tuple(args.backends)
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return ("numpy",)
+    return ("numpy", "numba")
 
 
 def _time(step, reset, batch, seconds, min_steps=3):
@@ -41,13 +69,18 @@ def _time(step, reset, batch, seconds, min_steps=3):
             return n * batch / elapsed, extras
 
 
-def time_pbad(env_id, batch, seconds, seed=0):
-    """(env-steps/s, dt, mean LM iterations per step) of a native pbad_gym vector env under random actions."""
+def _make_pbad(env_id, batch, backend=None):
     import gymnasium
 
     import pbad_gym  # noqa: F401  (registers the ids)
 
-    env = gymnasium.make_vec(env_id, num_envs=batch, vectorization_mode="vector_entry_point")
+    kw = {} if backend is None else {"backend": backend}
+    return gymnasium.make_vec(env_id, num_envs=batch, vectorization_mode="vector_entry_point", **kw)
+
+
+def time_pbad(env_id, batch, seconds, seed=0, backend=None):
+    """(env-steps/s, dt, mean LM iterations per step) of a native pbad_gym vector env under random actions."""
+    env = _make_pbad(env_id, batch, backend)
     rng = np.random.default_rng(seed)
     shape = env.action_space.shape
 
@@ -95,17 +128,22 @@ def run(args):
     out = out_dir(args.out, "throughput")
     batches = tuple(args.batches) if args.batches else ((1, 16, 64) if args.quick else BATCHES)
     seconds = 0.5 if args.quick else args.seconds
-    print(f"pbad-bench throughput on {machine()}, {stamp()}; {seconds:g} s per case, random actions, float64 numpy")
+    if args.workloads:
+        return run_workloads(args, out)
+    backends = _backends(args)
+    print(f"pbad-bench throughput on {machine()}, {stamp()}; {seconds:g} s per case, random actions, float64, "
+          f"backends {', '.join(backends)}")
     rows = []
     have_mj = not args.no_mujoco and mujoco_available()
     ref = {}
     pairs = [p for p in PAIRS if args.envs is None or p[0] in args.envs]
     for name, pid, mid in pairs:
-        for b in batches:
-            rate, dt, it, it_max = time_pbad(pid, b, seconds)
-            rows.append((name, "pbad", b, rate, rate * dt, dt, it, it_max))
-            print(f"  {name:8s} pbad   num_envs {b:5d}: {rate:10.0f} env-steps/s  {rate * dt:9.1f} sim-s/s  "
-                  f"LM iterations {it:.2f} (max {it_max})", flush=True)
+        for backend in backends:
+            for b in batches:
+                rate, dt, it, it_max = time_pbad(pid, b, seconds, backend=backend)
+                rows.append((name, f"pbad {backend}", b, rate, rate * dt, dt, it, it_max))
+                print(f"  {name:8s} pbad {backend:5s} num_envs {b:5d}: {rate:10.0f} env-steps/s  "
+                      f"{rate * dt:9.1f} sim-s/s  LM iterations {it:.2f} (max {it_max})", flush=True)
         if have_mj:
             for b in (1, 16):
                 if (mid, b) in ref:  # one MuJoCo reference per id, shared by the pbad_gym versions
@@ -126,12 +164,12 @@ def run(args):
     for name, _, mid in pairs:
         for r in rows:
             if r[0] == name:
-                line = [name, r[2], r[3]]
+                line = [name, r[1], r[2], r[3]]
                 if have_mj:
                     line += [r[3] / ref[(name, 1)], r[3] / ref[(name, 16)],
                              r[4] / (ref[(name, 1)] * [x for x in rows if x[0] == mid][0][5])]
                 ratio_rows.append(tuple(line))
-    rh = ["env", "num_envs", "env-steps/s"]
+    rh = ["env", "engine", "num_envs", "env-steps/s"]
     if have_mj:
         rh += ["/ MuJoCo 1 env", "/ MuJoCo sync 16", "sim-s/s / MuJoCo 1 env"]
     write_csv(out / "ratios.csv", ratio_rows, rh)
@@ -139,7 +177,7 @@ def run(args):
                 if have_mj else "PBAD (mujoco extra not installed: no MuJoCo reference)")
 
     def rate_of(name, b):
-        return next((r[3] for r in rows if r[0] == name and r[2] == b), None)
+        return max((r[3] for r in rows if r[0] == name and r[2] == b), default=None)
 
     sw = rate_of("Swimmer", 256)
     if sw is not None:
@@ -153,8 +191,9 @@ def run(args):
 
     fig, axes = plt.subplots(1, len(pairs), figsize=(6 * len(pairs), 4.5), squeeze=False)
     for ax, (name, _, mid) in zip(axes[0], pairs):
-        r = [x for x in rows if x[0] == name]
-        ax.plot([x[2] for x in r], [x[3] for x in r], "o-", label=f"pbad_gym {name} (native vector env)")
+        for backend in backends:
+            r = [x for x in rows if x[0] == name and x[1] == f"pbad {backend}"]
+            ax.plot([x[2] for x in r], [x[3] for x in r], "o-", label=f"pbad_gym {name}, {backend} (native vector env)")
         if have_mj:
             ax.axhline(ref[(name, 1)], color="C1", ls="--", label=f"{mid} (MuJoCo), 1 env")
             ax.axhline(ref[(name, 16)], color="C2", ls=":", label=f"{mid} (MuJoCo), sync 16 envs")
@@ -165,4 +204,137 @@ def run(args):
     fig.tight_layout()
     fig.savefig(out / "throughput.png", dpi=120)
     print(f"wrote {out}/throughput.png and CSVs")
+    return 0
+
+
+# --- the RL users' workloads (issue 11) ------------------------------------------------------------------------
+WORKLOAD_ENVS = {"Swimmer": ("pbad_gym/Swimmer-v1", "Swimmer-v5"), "Spider": ("pbad_gym/Spider-v1", "Ant-v5")}
+
+
+def _steps_time(env, n_steps, seed=0):
+    """Wall seconds of reset + ``n_steps`` batched steps under uniformly random actions."""
+    rng = np.random.default_rng(seed)
+    shape = env.action_space.shape
+    t0 = time.perf_counter()
+    env.reset(seed=seed)
+    for _ in range(n_steps):
+        env.step(rng.uniform(-1, 1, shape).astype(np.float32))
+    return time.perf_counter() - t0
+
+
+def _mujoco_vec(env_id, n):
+    import gymnasium
+
+    return gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="sync")
+
+
+def time_rollout(env_id, n_traj, n_env_steps, threads, seed=0):
+    """env-steps/s of ``mujoco.rollout`` on the env's model: n_traj open-loop random-control trajectories of
+    n_env_steps env steps (frame_skip physics steps each) on ``threads`` MjData."""
+    import gymnasium
+    import mujoco
+    from mujoco import rollout
+
+    env = gymnasium.make(env_id)
+    env.reset(seed=seed)
+    model, skip = env.unwrapped.model, env.unwrapped.frame_skip
+    data = [mujoco.MjData(model) for _ in range(threads)]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state0 = np.empty(mujoco.mj_stateSize(model, spec))
+    mujoco.mj_getState(model, env.unwrapped.data, state0, spec)
+    nstep = n_env_steps * skip
+    rng = np.random.default_rng(seed)
+    lo, hi = model.actuator_ctrlrange.T
+    ctrl = rng.uniform(lo, hi, (n_traj, n_env_steps, model.nu)).repeat(skip, axis=1)
+    init = np.tile(state0, (n_traj, 1))
+    rollout.rollout(model, data, init[:2], ctrl[:2, :skip], nstep=skip)  # warm-up (thread pool, allocations)
+    t0 = time.perf_counter()
+    rollout.rollout(model, data, init, ctrl, nstep=nstep)
+    el = time.perf_counter() - t0
+    env.close()
+    return n_traj * n_env_steps / el
+
+
+def kernel_load_times(compile_too=False):
+    """(first-compile seconds or None, cached-load seconds): the first step of a fresh process, with an empty numba
+    cache directory (compile) and then with the package's own cache (load)."""
+    code = ("import time, numpy as np\n"
+            "from pbad_gym.model import swimmer\n"
+            "from pbad_gym.energies import make_force_model\n"
+            "from pbad_gym.kernels.numba import pbad_step_numba\n"
+            "b = swimmer(); f = make_force_model(b, gravity=(0, 0, 0), drag=(0.1, 10.0))\n"
+            "q = np.tile(b.q0(), (B, 1)); t = time.perf_counter()\n"
+            "pbad_step_numba(b, q, q, np.zeros((B, b.nv)), 0.05, f, max_iter=50, tol=1e-7)\n"
+            "print(time.perf_counter() - t)\n")
+
+    def first_step(env=None):
+        times = []
+        for B in (1, 16):  # the serial and the parallel entry point
+            out = subprocess.run([sys.executable, "-c", f"B = {B}\n" + code], capture_output=True, text=True,
+                                 env=env, check=True)
+            times.append(float(out.stdout.strip().splitlines()[-1]))
+        return sum(times)
+
+    compile_s = None
+    if compile_too:
+        with tempfile.TemporaryDirectory() as cache:
+            compile_s = first_step(dict(os.environ, NUMBA_CACHE_DIR=cache))
+    first_step()  # make sure the package's cache holds both entries
+    return compile_s, first_step()
+
+
+def run_workloads(args, out):
+    """Issue 11's table: each pbad_gym workload per backend beside its MuJoCo peer, from one run."""
+    quick = args.quick
+    backends = _backends(args)
+    have_mj = not args.no_mujoco and mujoco_available()
+    cma_steps, ppo_steps, rate_seconds = (100, 125, 0.5) if quick else (1000, 625, args.seconds)
+    print(f"pbad-bench throughput --workloads on {machine()}, {stamp()}; backends {', '.join(backends)}; "
+          f"MuJoCo peers: {'yes' if have_mj else 'not installed'}")
+    rows = []  # (workload, engine, value, unit, goal_ratio or None, peer value or None)
+
+    def add(workload, engine, value, unit):
+        rows.append([workload, engine, value, unit])
+        print(f"  {workload:34s} {engine:22s} {value:12.4g} {unit}", flush=True)
+
+    name_cma = f"CMA-ES iteration 20 x {cma_steps} (s)"
+    for backend in backends:
+        env = _make_pbad(WORKLOAD_ENVS["Swimmer"][0], 20, backend)
+        _steps_time(env, 2)
+        add(name_cma, f"Swimmer-v1 {backend}", _steps_time(env, cma_steps), "s")
+        env.close()
+    if have_mj:
+        env = _mujoco_vec("Swimmer-v5", 20)
+        add(name_cma, "Swimmer-v5 sync", _steps_time(env, cma_steps), "s")
+        env.close()
+    for key, (pid, mid) in WORKLOAD_ENVS.items():
+        name_ppo = f"PPO 16 envs, {16 * ppo_steps} steps {key} (s)"
+        for backend in backends:
+            env = _make_pbad(pid, 16, backend)
+            _steps_time(env, 2)
+            add(name_ppo, f"{pid.split('/')[1]} {backend}", _steps_time(env, ppo_steps), "s")
+            env.close()
+        if have_mj:
+            env = _mujoco_vec(mid, 16)
+            add(name_ppo, f"{mid} sync", _steps_time(env, ppo_steps), "s")
+            env.close()
+        for b in (256, 1):
+            for backend in backends:
+                rate = time_pbad(pid, b, rate_seconds, backend=backend)[0]
+                add(f"env-steps/s {key}, {b} env{'s' if b > 1 else ''}", f"{pid.split('/')[1]} {backend}", rate, "1/s")
+        if have_mj:
+            add(f"env-steps/s {key}, 1 env", f"{mid} 1 env", time_mujoco(mid, 1, rate_seconds)[0], "1/s")
+        if have_mj and key == "Swimmer":
+            n_traj = 64 if quick else 256
+            add(f"env-steps/s {key}, {n_traj} envs", f"{mid} rollout {args.threads} thr",
+                time_rollout(mid, n_traj, 100 if quick else 1000, args.threads), "1/s")
+    if "numba" in backends and args.compile_time:
+        compile_s, load_s = kernel_load_times(compile_too=True)
+        add("numba first compile (s)", "fresh cache dir", compile_s, "s")
+        add("numba cached load (s)", "second process", load_s, "s")
+    elif "numba" in backends:
+        add("numba cached load (s)", "second process", kernel_load_times()[1], "s")
+    write_csv(out / "workloads.csv", rows, ["workload", "engine", "value", "unit"])
+    print_table(rows, ["workload", "engine", "value", "unit"], "Workloads (time: lower is better; rate: higher)")
+    print(f"wrote {out}/workloads.csv")
     return 0

@@ -14,15 +14,17 @@ import math
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import register_jitable
 
 from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION, F_GRAVITY, F_LIMITS,
                     F_MAX_ITER, S_CONTACT_D, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0,
-                    S_SLIP_EPS, S_TOL)
+                    S_SLIP_EPS, S_TOL, KernelForces, KernelModel)
 
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
 
-_jit = njit(cache=True, nogil=True)  # every function its own cache entry: compiled once, shared by both entries
+# helpers compile into the one entry point (one cache entry, one fast load; no per-helper CPython wrapper)
+_jit = register_jitable
 
 
 # --- quaternions (kinematics/algebra.py) ------------------------------------------------------------------------
@@ -58,18 +60,18 @@ def quat_log(w, x, y, z):
 
 
 @_jit
-def quat_to_rot(w, x, y, z, R):
+def quat_to_rot(w, x, y, z, R, ri):
     n = math.sqrt(w * w + x * x + y * y + z * z)
     w, x, y, z = w / n, x / n, y / n, z / n
-    R[0, 0] = 1 - 2 * (y * y + z * z)
-    R[0, 1] = 2 * (x * y - w * z)
-    R[0, 2] = 2 * (x * z + w * y)
-    R[1, 0] = 2 * (x * y + w * z)
-    R[1, 1] = 1 - 2 * (x * x + z * z)
-    R[1, 2] = 2 * (y * z - w * x)
-    R[2, 0] = 2 * (x * z - w * y)
-    R[2, 1] = 2 * (y * z + w * x)
-    R[2, 2] = 1 - 2 * (x * x + y * y)
+    R[ri, 0, 0] = 1 - 2 * (y * y + z * z)
+    R[ri, 0, 1] = 2 * (x * y - w * z)
+    R[ri, 0, 2] = 2 * (x * z + w * y)
+    R[ri, 1, 0] = 2 * (x * y + w * z)
+    R[ri, 1, 1] = 1 - 2 * (x * x + z * z)
+    R[ri, 1, 2] = 2 * (y * z - w * x)
+    R[ri, 2, 0] = 2 * (x * z - w * y)
+    R[ri, 2, 1] = 2 * (y * z + w * x)
+    R[ri, 2, 2] = 1 - 2 * (x * x + y * y)
 
 
 # --- configuration space (kinematics/configuration.py) --------------------------------------------------------
@@ -99,18 +101,20 @@ def difference(m, q0, q1, out):
 
 # --- forward kinematics (kinematics/forward.py) -----------------------------------------------------------------
 @_jit
-def _hinge_rot(ax, ang, R):
+def _hinge_rot(axes, i, ang, R):
+    """R[i] = rotation by ang about axes[i] (Rodrigues as kinematics/forward.py's _hinge_rot)."""
     c, s = math.cos(ang), math.sin(ang)
-    for i in range(3):
-        for j in range(3):
-            o = ax[i] * ax[j]
-            R[i, j] = c * ((1.0 if i == j else 0.0) - o) + o
-    R[0, 1] -= s * ax[2]
-    R[0, 2] += s * ax[1]
-    R[1, 2] -= s * ax[0]
-    R[1, 0] += s * ax[2]
-    R[2, 0] -= s * ax[1]
-    R[2, 1] += s * ax[0]
+    a0, a1, a2 = axes[i, 0], axes[i, 1], axes[i, 2]
+    for x in range(3):
+        for y in range(3):
+            o = axes[i, x] * axes[i, y]
+            R[i, x, y] = c * ((1.0 if x == y else 0.0) - o) + o
+    R[i, 0, 1] -= s * a2
+    R[i, 0, 2] += s * a1
+    R[i, 1, 2] -= s * a0
+    R[i, 1, 0] += s * a2
+    R[i, 2, 0] -= s * a1
+    R[i, 2, 1] += s * a0
 
 
 @_jit
@@ -122,10 +126,10 @@ def forward_kinematics(m, q, R, t, w, v, Rj, R2):
         jt, qs = m.jtype[i], m.q_start[i]
         tj0 = tj1 = tj2 = 0.0
         if jt == HINGE:
-            _hinge_rot(m.axis1[i], q[qs], Rj[i])
+            _hinge_rot(m.axis1, i, q[qs], Rj)
         elif jt == UNIVERSAL:
-            _hinge_rot(m.axis1[i], q[qs], Rj[i])
-            _hinge_rot(m.axis2[i], q[qs + 1], R2[i])
+            _hinge_rot(m.axis1, i, q[qs], Rj)
+            _hinge_rot(m.axis2, i, q[qs + 1], R2)
             for a in range(3):
                 r0 = Rj[i, a, 0] * R2[i, 0, 0] + Rj[i, a, 1] * R2[i, 1, 0] + Rj[i, a, 2] * R2[i, 2, 0]
                 r1 = Rj[i, a, 0] * R2[i, 0, 1] + Rj[i, a, 1] * R2[i, 1, 1] + Rj[i, a, 2] * R2[i, 2, 1]
@@ -137,18 +141,17 @@ def forward_kinematics(m, q, R, t, w, v, Rj, R2):
                     Rj[i, a, b] = 1.0 if a == b else 0.0
             tj0, tj1, tj2 = m.axis1[i, 0] * q[qs], m.axis1[i, 1] * q[qs], m.axis1[i, 2] * q[qs]
         elif jt == BALL:
-            quat_to_rot(q[qs], q[qs + 1], q[qs + 2], q[qs + 3], Rj[i])
+            quat_to_rot(q[qs], q[qs + 1], q[qs + 2], q[qs + 3], Rj, i)
         else:
             tj0, tj1, tj2 = q[qs], q[qs + 1], q[qs + 2]
-            quat_to_rot(q[qs + 3], q[qs + 4], q[qs + 5], q[qs + 6], Rj[i])
+            quat_to_rot(q[qs + 3], q[qs + 4], q[qs + 5], q[qs + 6], Rj, i)
         # local pose: placement ∘ joint
-        PR, pt = m.place_R[i], m.place_t[i]
+        PR = m.place_R
         p = m.parent[i]
         for a in range(3):
-            tl = PR[a, 0] * tj0 + PR[a, 1] * tj1 + PR[a, 2] * tj2 + pt[a]
-            t[i, a] = tl
+            t[i, a] = PR[i, a, 0] * tj0 + PR[i, a, 1] * tj1 + PR[i, a, 2] * tj2 + m.place_t[i, a]
             for b in range(3):
-                R[i, a, b] = PR[a, 0] * Rj[i, 0, b] + PR[a, 1] * Rj[i, 1, b] + PR[a, 2] * Rj[i, 2, b]
+                R[i, a, b] = PR[i, a, 0] * Rj[i, 0, b] + PR[i, a, 1] * Rj[i, 1, b] + PR[i, a, 2] * Rj[i, 2, b]
         if p >= 0:  # world pose: parent ∘ local
             l0, l1, l2 = t[i, 0], t[i, 1], t[i, 2]
             for a in range(3):
@@ -158,90 +161,92 @@ def forward_kinematics(m, q, R, t, w, v, Rj, R2):
                 for a in range(3):
                     R[i, a, b] = R[p, a, 0] * c0 + R[p, a, 1] * c1 + R[p, a, 2] * c2
     # motion axes
+    ax1, ax2 = m.axis1, m.axis2
     for i in range(m.jtype.shape[0]):
         jt, vs = m.jtype[i], m.v_start[i]
-        Ri, ti = R[i], t[i]
         if jt == HINGE or jt == SLIDE:
-            ax = m.axis1[i]
             for a in range(3):
-                v[vs, a] = Ri[a, 0] * ax[0] + Ri[a, 1] * ax[1] + Ri[a, 2] * ax[2]
+                v[vs, a] = R[i, a, 0] * ax1[i, 0] + R[i, a, 1] * ax1[i, 1] + R[i, a, 2] * ax1[i, 2]
             if jt == HINGE:
                 for a in range(3):
                     w[vs, a] = v[vs, a]
-                _cross_into(ti, w[vs], v[vs])
+                _cross_tw(t, i, w, v, vs)
             else:
                 w[vs, 0] = w[vs, 1] = w[vs, 2] = 0.0
         elif jt == UNIVERSAL:
-            ax, ax2, r2 = m.axis1[i], m.axis2[i], R2[i]
             # w1 = R R2ᵀ a1, w2 = R a2
-            u0 = r2[0, 0] * ax[0] + r2[1, 0] * ax[1] + r2[2, 0] * ax[2]
-            u1 = r2[0, 1] * ax[0] + r2[1, 1] * ax[1] + r2[2, 1] * ax[2]
-            u2 = r2[0, 2] * ax[0] + r2[1, 2] * ax[1] + r2[2, 2] * ax[2]
+            u0 = R2[i, 0, 0] * ax1[i, 0] + R2[i, 1, 0] * ax1[i, 1] + R2[i, 2, 0] * ax1[i, 2]
+            u1 = R2[i, 0, 1] * ax1[i, 0] + R2[i, 1, 1] * ax1[i, 1] + R2[i, 2, 1] * ax1[i, 2]
+            u2 = R2[i, 0, 2] * ax1[i, 0] + R2[i, 1, 2] * ax1[i, 1] + R2[i, 2, 2] * ax1[i, 2]
             for a in range(3):
-                w[vs, a] = Ri[a, 0] * u0 + Ri[a, 1] * u1 + Ri[a, 2] * u2
-                w[vs + 1, a] = Ri[a, 0] * ax2[0] + Ri[a, 1] * ax2[1] + Ri[a, 2] * ax2[2]
-            _cross_into(ti, w[vs], v[vs])
-            _cross_into(ti, w[vs + 1], v[vs + 1])
+                w[vs, a] = R[i, a, 0] * u0 + R[i, a, 1] * u1 + R[i, a, 2] * u2
+                w[vs + 1, a] = R[i, a, 0] * ax2[i, 0] + R[i, a, 1] * ax2[i, 1] + R[i, a, 2] * ax2[i, 2]
+            _cross_tw(t, i, w, v, vs)
+            _cross_tw(t, i, w, v, vs + 1)
         else:
             r0 = vs + 3 if jt == FREE else vs
             for k in range(3):
                 for a in range(3):
-                    w[r0 + k, a] = Ri[a, k]
-                _cross_into(ti, w[r0 + k], v[r0 + k])
+                    w[r0 + k, a] = R[i, a, k]
+                _cross_tw(t, i, w, v, r0 + k)
             if jt == FREE:  # translation in the parent frame: columns of R_parent · place_R
                 p = m.parent[i]
-                PR = m.place_R[i]
+                PR = m.place_R
                 for k in range(3):
                     w[vs + k, 0] = w[vs + k, 1] = w[vs + k, 2] = 0.0
                     for a in range(3):
                         if p >= 0:
-                            v[vs + k, a] = R[p, a, 0] * PR[0, k] + R[p, a, 1] * PR[1, k] + R[p, a, 2] * PR[2, k]
+                            v[vs + k, a] = (R[p, a, 0] * PR[i, 0, k] + R[p, a, 1] * PR[i, 1, k]
+                                            + R[p, a, 2] * PR[i, 2, k])
                         else:
-                            v[vs + k, a] = PR[a, k]
+                            v[vs + k, a] = PR[i, a, k]
 
 
 @_jit
-def _cross_into(a, b, out):
-    o0 = a[1] * b[2] - a[2] * b[1]
-    o1 = a[2] * b[0] - a[0] * b[2]
-    o2 = a[0] * b[1] - a[1] * b[0]
-    out[0], out[1], out[2] = o0, o1, o2
+def _cross_tw(t, i, w, v, j):
+    """v[j] = t[i] × w[j]."""
+    o0 = t[i, 1] * w[j, 2] - t[i, 2] * w[j, 1]
+    o1 = t[i, 2] * w[j, 0] - t[i, 0] * w[j, 2]
+    o2 = t[i, 0] * w[j, 1] - t[i, 1] * w[j, 0]
+    v[j, 0], v[j, 1], v[j, 2] = o0, o1, o2
 
 
 # --- link terms (energies/inertia.py, drag.py, gravity.py, contact.py) ----------------------------------------
 @_jit
-def _affine_link(m, i, R, t, A, b, W, use_w, scale, G, f, s33, s3):
-    """scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i: adds ∂/∂R, ∂/∂t to G, f and returns the value
-    (s33 (≥3, 3, 3), s3 (≥3, 3): scratch)."""
-    mi, ci, Si = m.mass[i], m.c[i], m.S[i]
-    D, gR, hR = s33[0], s33[1], s33[2]
-    u, gt, ht = s3[0], s3[1], s3[2]
+def _affine_link(m, i, R, t, A, b, W, use_w, scale, G, f, s33):
+    """scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i (every array indexed by link): adds ∂/∂R, ∂/∂t to G[i],
+    f[i] and returns the value (s33 (≥3, 3, 3) scratch: D, ½∂/∂R, u | ½∂/∂t)."""
+    mi = m.mass[i]
+    c, S = m.c, m.S
     for a in range(3):
-        u[a] = t[a] - b[a]
+        s33[2, 0, a] = t[i, a] - b[i, a]
         for k in range(3):
-            D[a, k] = R[a, k] - A[a, k]
+            s33[0, a, k] = R[i, a, k] - A[i, a, k]
     for a in range(3):
         for k in range(3):
-            gR[a, k] = D[a, 0] * Si[0, k] + D[a, 1] * Si[1, k] + D[a, 2] * Si[2, k] + u[a] * ci[k]
-        gt[a] = D[a, 0] * ci[0] + D[a, 1] * ci[1] + D[a, 2] * ci[2] + mi * u[a]
-    if use_w:
+            s33[1, a, k] = (s33[0, a, 0] * S[i, 0, k] + s33[0, a, 1] * S[i, 1, k] + s33[0, a, 2] * S[i, 2, k]
+                            + s33[2, 0, a] * c[i, k])
+        s33[2, 1, a] = s33[0, a, 0] * c[i, 0] + s33[0, a, 1] * c[i, 1] + s33[0, a, 2] * c[i, 2] + mi * s33[2, 0, a]
+    if use_w:  # W·(½∂/∂R), W·(½∂/∂t): columns transformed in place through locals
+        for k in range(3):
+            g0, g1, g2 = s33[1, 0, k], s33[1, 1, k], s33[1, 2, k]
+            for a in range(3):
+                s33[1, a, k] = W[i, a, 0] * g0 + W[i, a, 1] * g1 + W[i, a, 2] * g2
+        g0, g1, g2 = s33[2, 1, 0], s33[2, 1, 1], s33[2, 1, 2]
         for a in range(3):
-            for k in range(3):
-                hR[a, k] = W[a, 0] * gR[0, k] + W[a, 1] * gR[1, k] + W[a, 2] * gR[2, k]
-            ht[a] = W[a, 0] * gt[0] + W[a, 1] * gt[1] + W[a, 2] * gt[2]
-        gR, gt = hR, ht
-    s = 0.0
+            s33[2, 1, a] = W[i, a, 0] * g0 + W[i, a, 1] * g1 + W[i, a, 2] * g2
+    sr = 0.0
     for a in range(3):
         for k in range(3):
-            s += gR[a, k] * D[a, k]
-    val = 0.0
+            sr += s33[1, a, k] * s33[0, a, k]
+    st = 0.0
     for a in range(3):
-        val += u[a] * gt[a]
-    val = scale * (s + val)
+        st += s33[2, 0, a] * s33[2, 1, a]
+    val = scale * (sr + st)
     for a in range(3):
-        f[a] += 2.0 * scale * gt[a]
+        f[i, a] += 2.0 * scale * s33[2, 1, a]
         for k in range(3):
-            G[a, k] += 2.0 * scale * gR[a, k]
+            G[i, a, k] += 2.0 * scale * s33[1, a, k]
     return val
 
 
@@ -252,9 +257,9 @@ def sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P)
     sc = fo.scalars
     k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
     l = m.sph_link[s]
-    p0 = m.sph_p0[s]
+    p0 = m.sph_p0
     for a in range(3):
-        P[a] = t[l, a] + (R[l, a, 0] * p0[0] + R[l, a, 1] * p0[1] + R[l, a, 2] * p0[2])
+        P[a] = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
     d = max(0.0, m.sph_r[s] - (P[2] - h))
     val = 0.5 * k_n * d * d
     gP[0] = gP[1] = 0.0
@@ -308,26 +313,26 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
                 G[i, a, k] = 0.0
     val_in = 0.0
     for i in range(L):
-        val_in += _affine_link(m, i, R[i], t[i], A[i], bt[i], Wd[i], False, 0.5 / (dt * dt), G[i], f[i], s33, s3)
+        val_in += _affine_link(m, i, R, t, A, bt, Wd, False, 0.5 / (dt * dt), G, f, s33)
     val = val_in
     if fl[F_GRAVITY]:
         g = fo.gravity
         vg = 0.0
         for i in range(L):
-            mi, ci = m.mass[i], m.c[i]
+            mi, c = m.mass[i], m.c
             s = 0.0
             for a in range(3):
-                cw = R[i, a, 0] * ci[0] + R[i, a, 1] * ci[1] + R[i, a, 2] * ci[2] + mi * t[i, a]
+                cw = R[i, a, 0] * c[i, 0] + R[i, a, 1] * c[i, 1] + R[i, a, 2] * c[i, 2] + mi * t[i, a]
                 s += cw * g[a]
                 f[i, a] += -mi * g[a]
                 for k in range(3):
-                    G[i, a, k] += -g[a] * ci[k]
+                    G[i, a, k] += -g[a] * c[i, k]
             vg += s
         val += -vg
     if fl[F_DRAG]:
         vd = 0.0
         for i in range(L):
-            vd += _affine_link(m, i, R[i], t[i], Rr[i], tr[i], Wd[i], True, 0.5 / dt, G[i], f[i], s33, s3)
+            vd += _affine_link(m, i, R, t, Rr, tr, Wd, True, 0.5 / dt, G, f, s33)
         val += vd
     if fl[F_CONTACT]:
         gP, HP, P = s3[3], s33[3], s3[4]
@@ -335,11 +340,11 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
         for s in range(m.sph_link.shape[0]):
             v_s = sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
             vc += v_s
-            l, p0 = m.sph_link[s], m.sph_p0[s]
+            l, p0 = m.sph_link[s], m.sph_p0
             for a in range(3):
                 f[l, a] += gP[a]
                 for k in range(3):
-                    G[l, a, k] += gP[a] * p0[k]
+                    G[l, a, k] += gP[a] * p0[s, k]
         val += vc
     return val
 
@@ -443,18 +448,17 @@ def wrench_gradient(m, R, t, w, v, G, f, wr, g):
     """g += ∂E/∂δ of the link pose gradients G, f: world wrenches summed up the tree, projected on the axes."""
     L = m.mass.shape[0]
     for i in range(L):
-        Ri, Gi, ti, fi = R[i], G[i], t[i], f[i]
         # X = R Gᵀ: τ = (X12 − X21, X20 − X02, X01 − X10)
-        x12 = Ri[1, 0] * Gi[2, 0] + Ri[1, 1] * Gi[2, 1] + Ri[1, 2] * Gi[2, 2]
-        x21 = Ri[2, 0] * Gi[1, 0] + Ri[2, 1] * Gi[1, 1] + Ri[2, 2] * Gi[1, 2]
-        x20 = Ri[2, 0] * Gi[0, 0] + Ri[2, 1] * Gi[0, 1] + Ri[2, 2] * Gi[0, 2]
-        x02 = Ri[0, 0] * Gi[2, 0] + Ri[0, 1] * Gi[2, 1] + Ri[0, 2] * Gi[2, 2]
-        x01 = Ri[0, 0] * Gi[1, 0] + Ri[0, 1] * Gi[1, 1] + Ri[0, 2] * Gi[1, 2]
-        x10 = Ri[1, 0] * Gi[0, 0] + Ri[1, 1] * Gi[0, 1] + Ri[1, 2] * Gi[0, 2]
-        wr[i, 0] = (x12 - x21) + (ti[1] * fi[2] - ti[2] * fi[1])
-        wr[i, 1] = (x20 - x02) + (ti[2] * fi[0] - ti[0] * fi[2])
-        wr[i, 2] = (x01 - x10) + (ti[0] * fi[1] - ti[1] * fi[0])
-        wr[i, 3], wr[i, 4], wr[i, 5] = fi[0], fi[1], fi[2]
+        x12 = R[i, 1, 0] * G[i, 2, 0] + R[i, 1, 1] * G[i, 2, 1] + R[i, 1, 2] * G[i, 2, 2]
+        x21 = R[i, 2, 0] * G[i, 1, 0] + R[i, 2, 1] * G[i, 1, 1] + R[i, 2, 2] * G[i, 1, 2]
+        x20 = R[i, 2, 0] * G[i, 0, 0] + R[i, 2, 1] * G[i, 0, 1] + R[i, 2, 2] * G[i, 0, 2]
+        x02 = R[i, 0, 0] * G[i, 2, 0] + R[i, 0, 1] * G[i, 2, 1] + R[i, 0, 2] * G[i, 2, 2]
+        x01 = R[i, 0, 0] * G[i, 1, 0] + R[i, 0, 1] * G[i, 1, 1] + R[i, 0, 2] * G[i, 1, 2]
+        x10 = R[i, 1, 0] * G[i, 0, 0] + R[i, 1, 1] * G[i, 0, 1] + R[i, 1, 2] * G[i, 0, 2]
+        wr[i, 0] = (x12 - x21) + (t[i, 1] * f[i, 2] - t[i, 2] * f[i, 1])
+        wr[i, 1] = (x20 - x02) + (t[i, 2] * f[i, 0] - t[i, 0] * f[i, 2])
+        wr[i, 2] = (x01 - x10) + (t[i, 0] * f[i, 1] - t[i, 1] * f[i, 0])
+        wr[i, 3], wr[i, 4], wr[i, 5] = f[i, 0], f[i, 1], f[i, 2]
     for n in range(L - 1, -1, -1):  # children before parents
         i = m.order[n]
         p = m.parent[i]
@@ -469,15 +473,15 @@ def wrench_gradient(m, R, t, w, v, G, f, wr, g):
 
 # --- Hessian (integrators/pbad.py step_hessian, kinematics/chain_rule.py generalized_hessian) ----------------
 @_jit
-def _spatial_form(mi, cw, Sw, W, K, cx):
-    """K += ∫ρ (ω×P + v)ᵀ W (ω×P + v) as a 6x6 form from world moments (kinematics/spatial.py)."""
+def _spatial_form(mi, cw, Sw, W, K, i, cx):
+    """K += ∫ρ (ω×P + v)ᵀ W (ω×P + v) as a 6x6 form from world moments into K[i] (kinematics/spatial.py)."""
     # rotational block Σ_kl S_kl [e_k]×ᵀ W [e_l]× written out with the Levi-Civita symbol
     for a in range(3):
         a1, a2 = (a + 1) % 3, (a + 2) % 3
         for d in range(3):
             d1, d2 = (d + 1) % 3, (d + 2) % 3
             # ε_{b a k}: (b, k) = (a2, a1) sign +1, (a1, a2) sign −1; same for (c, d, l)
-            K[a, d] += (W[a2, d2] * Sw[a1, d1] - W[a2, d1] * Sw[a1, d2]
+            K[i, a, d] += (W[a2, d2] * Sw[a1, d1] - W[a2, d1] * Sw[a1, d2]
                         - W[a1, d2] * Sw[a2, d1] + W[a1, d1] * Sw[a2, d2])
     # [c]× W and −W [c]×, m W
     cx[0, 0] = cx[1, 1] = cx[2, 2] = 0.0
@@ -486,9 +490,9 @@ def _spatial_form(mi, cw, Sw, W, K, cx):
     for a in range(3):
         for b in range(3):
             s = cx[a, 0] * W[0, b] + cx[a, 1] * W[1, b] + cx[a, 2] * W[2, b]
-            K[a, 3 + b] += s
-            K[3 + b, a] += s
-            K[3 + a, 3 + b] += mi * W[a, b]
+            K[i, a, 3 + b] += s
+            K[i, 3 + b, a] += s
+            K[i, 3 + a, 3 + b] += mi * W[a, b]
 
 
 @_jit
@@ -502,29 +506,29 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
     Wl, Sw, RS = s33[4], s33[5], s33[6]
     cw, Rc = s3[5], s3[6]
     for i in range(L):
-        Ri, ti, mi = R[i], t[i], m.mass[i]
+        mi = m.mass[i]
         for a in range(3):
-            Rc[a] = Ri[a, 0] * m.c[i, 0] + Ri[a, 1] * m.c[i, 1] + Ri[a, 2] * m.c[i, 2]
-            cw[a] = Rc[a] + mi * ti[a]
+            Rc[a] = R[i, a, 0] * m.c[i, 0] + R[i, a, 1] * m.c[i, 1] + R[i, a, 2] * m.c[i, 2]
+            cw[a] = Rc[a] + mi * t[i, a]
             for b in range(3):
-                RS[a, b] = Ri[a, 0] * m.S[i, 0, b] + Ri[a, 1] * m.S[i, 1, b] + Ri[a, 2] * m.S[i, 2, b]
+                RS[a, b] = R[i, a, 0] * m.S[i, 0, b] + R[i, a, 1] * m.S[i, 1, b] + R[i, a, 2] * m.S[i, 2, b]
         for a in range(3):
             for b in range(3):
-                Sw[a, b] = (RS[a, 0] * Ri[b, 0] + RS[a, 1] * Ri[b, 1] + RS[a, 2] * Ri[b, 2]
-                            + ti[a] * Rc[b] + Rc[a] * ti[b] + mi * ti[a] * ti[b])
+                Sw[a, b] = (RS[a, 0] * R[i, b, 0] + RS[a, 1] * R[i, b, 1] + RS[a, 2] * R[i, b, 2]
+                            + t[i, a] * Rc[b] + Rc[a] * t[i, b] + mi * t[i, a] * t[i, b])
         for a in range(6):
             for b in range(6):
                 K[i, a, b] = 0.0
         for a in range(3):
             for b in range(3):
                 Wl[a, b] = (Wd[i, a, b] / dt if fl[F_DRAG] else 0.0) + (1.0 / (dt * dt) if a == b else 0.0)
-        _spatial_form(mi, cw, Sw, Wl, K[i], s33[7])
+        _spatial_form(mi, cw, Sw, Wl, K, i, s33[7])
         if exact:
-            Gi, fi = G[i], f[i]
             for a in range(3):
-                F[i, a] = fi[a]
+                F[i, a] = f[i, a]
                 for b in range(3):
-                    Z[i, a, b] = (Ri[a, 0] * Gi[b, 0] + Ri[a, 1] * Gi[b, 1] + Ri[a, 2] * Gi[b, 2]) + ti[a] * fi[b]
+                    Z[i, a, b] = ((R[i, a, 0] * G[i, b, 0] + R[i, a, 1] * G[i, b, 1] + R[i, a, 2] * G[i, b, 2])
+                                  + t[i, a] * f[i, b])
     if fl[F_CONTACT]:
         gP, HP, P = s3[3], s33[3], s3[4]
         T, HT = s36[0], s36[1]
@@ -560,24 +564,25 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
                         Z[p, a, b] += Z[i, a, b]
     for k in range(nv):
         l = m.dof_link[k]
-        Kl = K[l]
         s6 = (w[k, 0], w[k, 1], w[k, 2], v[k, 0], v[k, 1], v[k, 2])
         dk = 0.0
         for a in range(6):
             x = 0.0
             for b in range(6):
-                x += Kl[a, b] * s6[b]
+                x += K[l, a, b] * s6[b]
             Xk[k, a] = x
             dk += s6[a] * x
         D[k] = dk
         if exact:
-            Zl, Fl = Z[l], F[l]
-            tr = Zl[0, 0] + Zl[1, 1] + Zl[2, 2]
+            tr = Z[l, 0, 0] + Z[l, 1, 1] + Z[l, 2, 2]
             wk0, wk1, wk2 = w[k, 0], w[k, 1], w[k, 2]
             vk0, vk1, vk2 = v[k, 0], v[k, 1], v[k, 2]
-            Xk[k, 0] += (Zl[0, 0] * wk0 + Zl[0, 1] * wk1 + Zl[0, 2] * wk2) - tr * wk0 + (vk1 * Fl[2] - vk2 * Fl[1])
-            Xk[k, 1] += (Zl[1, 0] * wk0 + Zl[1, 1] * wk1 + Zl[1, 2] * wk2) - tr * wk1 + (vk2 * Fl[0] - vk0 * Fl[2])
-            Xk[k, 2] += (Zl[2, 0] * wk0 + Zl[2, 1] * wk1 + Zl[2, 2] * wk2) - tr * wk2 + (vk0 * Fl[1] - vk1 * Fl[0])
+            Xk[k, 0] += ((Z[l, 0, 0] * wk0 + Z[l, 0, 1] * wk1 + Z[l, 0, 2] * wk2) - tr * wk0
+                         + (vk1 * F[l, 2] - vk2 * F[l, 1]))
+            Xk[k, 1] += ((Z[l, 1, 0] * wk0 + Z[l, 1, 1] * wk1 + Z[l, 1, 2] * wk2) - tr * wk1
+                         + (vk2 * F[l, 0] - vk0 * F[l, 2]))
+            Xk[k, 2] += ((Z[l, 2, 0] * wk0 + Z[l, 2, 1] * wk1 + Z[l, 2, 2] * wk2) - tr * wk2
+                         + (vk0 * F[l, 1] - vk1 * F[l, 0]))
     for j in range(nv):
         for k in range(nv):
             H[j, k] = 0.0
@@ -696,11 +701,24 @@ def _scratch(m, dtype):
 
 @_jit
 def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, r0, r1):
-    """The step of trajectories r0 … r1−1, each running its own Levenberg-Marquardt to convergence."""
+    """The step of trajectories r0 … r1−1, each running its own Levenberg-Marquardt to convergence.
+
+    Views of arrays bump their (atomic) reference counts, and threads sharing an array fight over its count's
+    cache line: each chunk works on its own copies of the constants and of its rows' inputs."""
+    m = KernelModel(m.jtype.copy(), m.parent.copy(), m.order.copy(), m.q_start.copy(), m.v_start.copy(),
+                    m.dof_link.copy(), m.lim_on.copy(), m.lim_q.copy(), m.quat_q.copy(), m.quat_v.copy(),
+                    m.lin_q.copy(), m.lin_v.copy(), m.sph_link.copy(), m.hess_weight.copy(), m.lim_lo.copy(),
+                    m.lim_hi.copy(), m.mass.copy(), m.c.copy(), m.S.copy(), m.place_R.copy(), m.place_t.copy(),
+                    m.axis1.copy(), m.axis2.copy(), m.armature.copy(), m.sph_p0.copy(), m.sph_r.copy())
+    fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.damping.copy(), fo.flags.copy(), fo.scalars.copy())
     dtype = q_cur.dtype
+    n_s = cP.shape[1]
+    qp, qc, ta = np.empty(q_cur.shape[1], dtype), np.empty(q_cur.shape[1], dtype), np.empty(tau.shape[1], dtype)
+    cPr, canr = np.empty((n_s, 3), dtype), np.empty((n_s, 3), dtype)
+    car, cnr = np.empty(n_s, np.bool_), np.empty(n_s, dtype)
     L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
     sc, fl = fo.scalars, fo.flags
-    dt, tol, eps, mu0 = sc[S_DT], sc[S_TOL], sc[S_MACH_EPS], sc[S_MU0]
+    tol, eps, mu0 = sc[S_TOL], sc[S_MACH_EPS], sc[S_MU0]
     max_iter = fl[F_MAX_ITER]
     Rs, ts, ws, vs, Gs, fs, gs = _scratch(m, dtype)
     xs = np.empty((2, nq), dtype)
@@ -718,8 +736,14 @@ def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, o
     qpred = np.empty(nq, dtype)
     s33, s3, s36 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype)
     for r in range(r0, r1):
-        qp, qc, ta = q_prev[r], q_cur[r], tau[r]
-        cPr, car, cnr, canr = cP[r], cact[r], cnorm[r], canc[r]
+        for k in range(qc.shape[0]):
+            qp[k], qc[k] = q_prev[r, k], q_cur[r, k]
+        for k in range(ta.shape[0]):
+            ta[k] = tau[r, k]
+        for k in range(n_s):
+            car[k], cnr[k] = cact[r, k], cnorm[r, k]
+            for a in range(3):
+                cPr[k, a], canr[k, a] = cP[r, k, a], canc[r, k, a]
         # step data (integrators/pbad.py prepare_step)
         forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
         forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
@@ -730,11 +754,11 @@ def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, o
                     A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
         if fl[F_DRAG]:
             for i in range(L):
-                Ci = fo.drag[i]
+                C = fo.drag
                 for a in range(3):
                     for b in range(3):
-                        Wd[i, a, b] = (Rr[i, a, 0] * Ci[0] * Rr[i, b, 0] + Rr[i, a, 1] * Ci[1] * Rr[i, b, 1]
-                                       + Rr[i, a, 2] * Ci[2] * Rr[i, b, 2])
+                        Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
+                                       + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
         difference(m, qp, qc, dv)
         integrate(m, qc, dv, qpred)
         # Levenberg-Marquardt (optim/lm.py)
@@ -796,11 +820,33 @@ def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, o
         out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
 
 
-@njit(cache=True, parallel=True)
-def step_batch_parallel(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
-                        nchunks):
-    """The batch split into ``nchunks`` contiguous chunks run by the thread pool (scratch once per chunk)."""
+@njit(cache=True, parallel=True, nogil=True)
+def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+               sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
+               sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
+               out_it, out_gn, out_conv, nchunks):
+    """The batch split into ``nchunks`` contiguous chunks run by the thread pool (scratch once per chunk).
+
+    Arguments are the fields of KernelModel and KernelForces, flat: numba types plain arrays in C at dispatch,
+    NamedTuples field by field in Python (tens of microseconds per call)."""
+    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
+                    sph_p0, sph_r)
+    fo = KernelForces(gravity, drag, damping, flags, scalars)
     B = q_cur.shape[0]
-    for c in prange(nchunks):
+    for k in prange(nchunks):
         step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
-                  c * B // nchunks, (c + 1) * B // nchunks)
+                  k * B // nchunks, (k + 1) * B // nchunks)
+
+
+@njit(cache=True, nogil=True)
+def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
+                      lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
+                      armature, sph_p0, sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact,
+                      cnorm, canc, out_q, out_it, out_gn, out_conv):
+    """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
+    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
+                    sph_p0, sph_r)
+    fo = KernelForces(gravity, drag, damping, flags, scalars)
+    step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, 0, q_cur.shape[0])

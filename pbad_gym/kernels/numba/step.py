@@ -9,7 +9,7 @@ from . import core, threads
 from .model import kernel_forces, kernel_model
 
 HESSIANS = ("exact", "gauss_newton")
-SERIAL_BELOW = 4  # batches smaller than this run on the calling thread (a pool launch costs more than it saves)
+SERIAL_BELOW = 4  # batches smaller than this run on the calling thread (no thread-pool launch)
 _FORCES: dict = {}
 
 
@@ -47,16 +47,26 @@ def contact_fields(contact):
     return get("P"), get("active"), get("normal"), get("anchor")
 
 
-def _forces(body, forces, dt, max_iter, tol, hessian, dtype):
-    key = (id(forces), id(body), float(dt), int(max_iter), float(tol), hessian, np.dtype(dtype).str)
+def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
+    """(KernelModel, KernelForces, empty contact arrays by batch size) of one simulation's options, memoised by
+    identity (a stepping loop pays one dict lookup per call)."""
+    key = (id(forces), id(body), dt, max_iter, tol, hessian, dtype)
     hit = _FORCES.get(key)
     if hit is not None and hit[0] is forces and hit[1] is body:
         return hit[2]
     if len(_FORCES) > 64:
         _FORCES.clear()
     fo = kernel_forces(body, forces, dt, max_iter=max_iter, tol=tol, hessian=hessian, dtype=dtype)
-    _FORCES[key] = (forces, body, fo)
-    return fo
+    consts = (kernel_model(body, dtype), fo, {})
+    _FORCES[key] = (forces, body, consts)
+    return consts
+
+
+def _no_contact(empty, B, dtype):
+    """Zero-sphere contact arrays (P, active, normal) for batch size B (cached: they are never written)."""
+    if B not in empty:
+        empty[B] = (np.zeros((B, 0, 3), dtype), np.zeros((B, 0), np.bool_), np.zeros((B, 0), dtype))
+    return empty[B]
 
 
 def _arr(a, dtype, shape=None):
@@ -77,9 +87,10 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
     """
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-    forces = as_force_model(forces)
-    dtype = np.dtype(q_cur.dtype)
-    if dtype not in (np.float32, np.float64):
+    if not isinstance(forces, ForceModel):
+        forces = as_force_model(forces)
+    dtype = q_cur.dtype
+    if dtype != np.float64 and dtype != np.float32:
         raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
     max_iter = 50 if max_iter is None else int(max_iter)
     tol = (1e-9 if dtype == np.float64 else 1e-5) if tol is None else float(tol)
@@ -87,8 +98,7 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
     q_cur = _arr(q_cur, dtype, (B, body.nq))
     q_prev = _arr(q_prev, dtype, (B, body.nq))
     tau = _arr(tau, dtype, (B, body.nv))
-    m = kernel_model(body, dtype)
-    fo = _forces(body, forces, dt, max_iter, tol, hessian, dtype)
+    m, fo, empty = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
     n_s = m.sph_r.shape[0]
     if forces.contact is not None:
         if contact is None:
@@ -99,16 +109,16 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
         cnorm = _arr(normal, dtype, (B, n_s))
         canc = cP if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
     else:
-        cP = canc = np.zeros((B, 0, 3), dtype)
-        cact, cnorm = np.zeros((B, 0), np.bool_), np.zeros((B, 0), dtype)
+        cP, cact, cnorm = _no_contact(empty, B, dtype)
+        canc = cP
     out_q = np.empty((B, body.nq), dtype)
     out_it = np.empty(B, np.int64)
     out_gn = np.empty(B, dtype)
     out_conv = np.empty(B, np.bool_)
-    nthreads = threads.num_threads()
-    if B < SERIAL_BELOW or nthreads == 1:
-        core.step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, 0, B)
+    nthreads = 1 if B < SERIAL_BELOW else threads.num_threads()
+    if nthreads == 1:
+        core.step_batch_serial(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv)
     else:
-        core.step_batch_parallel(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn,
-                                 out_conv, min(B, nthreads))
+        core.step_batch(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
+                        min(B, nthreads))
     return out_q, out_it, out_gn, out_conv
