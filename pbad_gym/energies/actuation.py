@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..arrays import xp_of
 from ..kinematics import cross, quat_conj, quat_mul, skew
+from ..kinematics.algebra import rowsum
 from .base import JointTerms
 
 
@@ -16,11 +17,11 @@ def actuation_terms(body, q, q_ref, tau, derivatives=True):
     """Actuation energy for q (B, nq), reference q_ref (B, nq), tau (B, nv) -> JointTerms."""
     xp = xp_of(q, tau)
     lin_q, lin_v = body.lin_q, body.lin_v
-    val = -xp.sum(tau[:, lin_v] * (q[:, lin_q] - q_ref[:, lin_q]), -1)
+    val = -rowsum(tau[:, lin_v] * (q[:, lin_q] - q_ref[:, lin_q]))  # fancy-indexed: column-major
     if len(body.quat_q):
         r = quat_mul(quat_conj(q_ref[:, body.quat_q]), q[:, body.quat_q])
         tq = tau[:, body.quat_v]
-        val = val - 2 * xp.sum(tq * r[..., 1:], axis=(-1, -2))
+        val = val - 2 * rowsum(tq * r[..., 1:], (-1, -2))
     if not derivatives:
         return JointTerms(val)
     grad = -tau.copy()

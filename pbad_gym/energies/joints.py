@@ -13,6 +13,7 @@ import numpy as np
 
 from ..arrays import xp_of
 from ..kinematics import quat_conj, quat_mul, skew
+from ..kinematics.algebra import rowsum
 from .base import JointTerms
 
 
@@ -33,7 +34,7 @@ def limit_terms(body, q, stiffness, derivatives=True):
     idx, lo, hi = limit_arrays(body)
     qi = q[:, _q_of_v(body, idx)]
     over = xp.maximum(0.0, qi - xp.asarray(hi, dtype=q.dtype)) - xp.maximum(0.0, xp.asarray(lo, dtype=q.dtype) - qi)
-    val = 0.5 * stiffness * xp.sum(over * over, -1)
+    val = 0.5 * stiffness * rowsum(over * over)  # column-major (fancy index)
     if not derivatives:
         return JointTerms(val)
     B = q.shape[0]
@@ -84,7 +85,7 @@ def damping_terms(body, q, q_ref, b, dt, derivatives=True):
     xp = xp_of(q)
     b = xp.asarray(b, dtype=q.dtype) / dt
     d, r = joint_chart(body, q_ref, q)
-    val = 0.5 * xp.sum(b * d * d, -1)
+    val = 0.5 * rowsum(b * d * d)
     if not derivatives:
         return JointTerms(val)
     J = chart_jacobian(body, r, q.shape[0], q.dtype, xp)

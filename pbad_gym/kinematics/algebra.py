@@ -28,14 +28,19 @@ def skew(w):
     return out
 
 
+def rowsum(x, axis=-1):
+    """x summed over ``axis`` (an int or a tuple of trailing axes) with bits that depend on each row's values
+    only. NumPy sums a contiguous axis pairwise (8 partial sums from 8 terms on) but a strided one term by term,
+    and which one it gets depends on the memory layout (a fancy index along axis 1 gives a column-major copy) and
+    on the batch size (a batch of 1 makes any layout contiguous): a C-contiguous copy fixes the order."""
+    return xp_of(x).ascontiguousarray(x).sum(axis)
+
+
 def matvec(m, v):
-    """m @ v over the last axes: (…, n, n) x (…, n) -> (…, n)."""
-    if m.size < 4096:  # one BLAS-backed call wins for small batches, column sums for large ones
-        return (m @ v[..., None])[..., 0]
-    out = m[..., 0] * v[..., 0:1]
-    for k in range(1, m.shape[-1]):
-        out = out + m[..., k] * v[..., k:k + 1]
-    return out
+    """m @ v over the last axes: (…, n, n) x (…, n) -> (…, n), one BLAS product per matrix whatever the batch
+    size, so each row's bits depend on its own m and v only (column sums above a total size, as before, gave a
+    row other bits in a larger batch)."""
+    return (m @ v[..., None])[..., 0]
 
 
 def axis_angle(axis, angle):
