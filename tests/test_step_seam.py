@@ -160,3 +160,13 @@ def test_observation_beyond_float32_range_counts_as_divergence():
     obs, _, _, truncated, info = env.step(np.zeros(env.action_space.shape))
     assert info["diverged"][0] and truncated[0] and not info["diverged"][1]
     assert np.all(np.isfinite(obs))
+
+
+def test_compiled_kinematics_match_numpy():
+    from pbad_gym.kernels.numba.contract import forward_kinematics as compiled
+    from pbad_gym.kinematics import forward_kinematics, normalize
+
+    body = spider()
+    q = normalize(body, np.random.default_rng(0).normal(size=(5, body.nq)))
+    for a, b in zip(forward_kinematics(body, q), compiled(body, q)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
