@@ -20,7 +20,9 @@ Imported only when a config asks for workers (``pip install -e ".[distributed]"`
 Fault tolerance: an actor that dies (``RayActorError``: killed, node lost) is replaced by a new one. A population
 slice is simply evaluated again (it starts from its reset seeds). A PPO block is rebuilt from its last snapshot
 (taken at reset and every ``SNAPSHOT_EVERY`` steps) and the calls since are replayed, which reproduces its state
-exactly. ``RayVectorEnv`` pickles (the blocks' states), so PPO checkpoints and ``--resume`` work as locally.
+exactly. ``RayVectorEnv`` pickles (the blocks' states), so PPO checkpoints and ``--resume`` work as locally. An
+environment that does not pickle (a SyncVectorEnv of Gymnasium envs) gets no snapshots: its replay starts at the
+last seeded reset, and it does not pickle either, so PPO resets it at checkpoint boundaries as in one process.
 
 numba threads: an actor sets NUMBA_NUM_THREADS / OMP / MKL / OpenBLAS threads to its ``worker_cpus`` in its
 environment when it starts, before it builds an env (the first import of numba in that process; Ray sets only
@@ -112,6 +114,14 @@ class EnvWorker:
         except ValueError:
             dt = None
         return env.single_observation_space, env.single_action_space, dict(env.metadata), dt
+
+    def pickles(self):
+        """Whether this environment's vector envs pickle (PPO checkpoints and the snapshots need it)."""
+        try:
+            pickle.dumps(next(iter(self.envs.values())))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return False
+        return True
 
     def threads(self):
         """What the thread caps are inside this actor (for tests and the benchmark)."""
@@ -222,9 +232,10 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
         self._actors = None
         self._pending_states = None
         self._ensure_actors()
-        obs_space, act_space, metadata, dt = import_ray().get(
-            self._actors[0].describe.remote(len(self.blocks[0])))
+        ray = import_ray()
+        obs_space, act_space, metadata, dt = ray.get(self._actors[0].describe.remote(len(self.blocks[0])))
         self._set_spaces(obs_space, act_space, metadata, dt)
+        self.env_pickles = ray.get(self._actors[0].pickles.remote())
 
     def _set_spaces(self, obs_space, act_space, metadata, dt):
         self.single_observation_space, self.single_action_space = obs_space, act_space
@@ -361,7 +372,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
         actions = np.asarray(actions)
         out = self._call_blocks("step", [(actions[b[0]:b[-1] + 1],) for b in self.blocks])
         self._steps_since_snapshot += 1
-        if self._steps_since_snapshot >= SNAPSHOT_EVERY:
+        if self._steps_since_snapshot >= SNAPSHOT_EVERY and self.env_pickles:
             self._snapshot()
         sizes = [len(b) for b in self.blocks]
         return (np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out]),
@@ -399,6 +410,8 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
 
     # --- pickling (PPO checkpoints): the blocks' states, not the actors -------------------------------------------
     def __getstate__(self):
+        if not self.env_pickles:
+            raise TypeError(f"the sub-environments of {self.env_id} do not pickle")
         self._ensure_actors()
         if self._block_open:
             states = self._gather(lambda k, a, recover=False: (self._recover_block(k, a) if recover
@@ -411,6 +424,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
                 "single_observation_space", "single_action_space", "metadata")
         d = {k: getattr(self, k) for k in keep}
         d["dt"] = getattr(self, "dt", None)
+        d["env_pickles"] = self.env_pickles
         d["states"] = states
         d["block_open"] = self._block_open
         return d
@@ -419,6 +433,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
         for k in ("env_id", "env_kwargs", "num_envs", "ray_address", "worker_cpus", "workers", "blocks"):
             setattr(self, k, d[k])
         self._set_spaces(d["single_observation_space"], d["single_action_space"], d["metadata"], d["dt"])
+        self.env_pickles = d["env_pickles"]
         self.replacements, self.compute_seconds, self.cpu_seconds = 0, [], []
         self._actors = None
         self._pending_states = d["states"] if d["block_open"] else None
