@@ -61,6 +61,11 @@ def _killer(distributed, monkeypatch, at_round):
 def test_workers_equal_local_and_a_killed_actor_is_replaced(ray_cluster, tmp_path, monkeypatch):
     """CMA-ES through ``pbad-train ... workers=2`` and PPO, each against a local run of the same seed, with an
     actor killed mid-iteration in both (one test, so that pytest-xdist starts one Ray cluster, not two)."""
+    from pbad_gym.agents.config import EnvConfig
+    from pbad_gym.agents.distributed import RayVectorEnv
+
+    with pytest.raises(ValueError, match=r"workers=3 × worker_cpus=1 need 3 CPUs"):  # would wait forever
+        RayVectorEnv(EnvConfig(id="pbad_gym/Swimmer-v1"), 6, 3)
     _check_cmaes(tmp_path / "cmaes", monkeypatch)
     if importlib.util.find_spec("torch") is not None:
         _check_ppo(tmp_path / "ppo", monkeypatch)

@@ -58,9 +58,10 @@ def import_ray():
     return ray
 
 
-def init_ray(address=None):
-    """Connect to Ray once per process: ``address`` None starts a local cluster (no dashboard), "auto" or
-    host:port joins a running one. Returns the seconds it took (0 when Ray was already initialised).
+def init_ray(address=None, num_cpus=None):
+    """Connect to Ray once per process: ``address`` None starts a local cluster (no dashboard) with
+    max(this machine's CPUs, ``num_cpus``) CPUs — more actors than cores share them rather than wait forever —,
+    "auto" or host:port joins a running one. Returns the seconds it took (0 when Ray was already initialised).
 
     A local cluster's workers run at niceness 0 (``RAY_worker_niceness``, unless set): Ray's default, 15, keeps
     its daemons responsive on a cluster node but starves the actors on a shared host (measured in BENCHMARKS.md:
@@ -71,7 +72,7 @@ def init_ray(address=None):
     t0 = time.perf_counter()
     if address is None:
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(include_dashboard=False, log_to_driver=True)
+        ray.init(num_cpus=max(os.cpu_count() or 1, int(num_cpus or 0)), include_dashboard=False, log_to_driver=True)
     else:
         ray.init(address=address, log_to_driver=True)
     return time.perf_counter() - t0
@@ -231,6 +232,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
         self.compute_seconds, self.cpu_seconds = [], []
         self._actors = None
         self._pending_states = None
+        self._check_resources()
         self._ensure_actors()
         ray = import_ray()
         obs_space, act_space, metadata, dt = ray.get(self._actors[0].describe.remote(len(self.blocks[0])))
@@ -246,9 +248,28 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
             self.dt = dt
 
     # --- actors ---------------------------------------------------------------------------------------------
+    def _gpus(self):
+        return 1 if str(self.env_kwargs.get("device", "cpu")).startswith("cuda") else 0
+
+    def _check_resources(self):
+        """Start / join Ray, and refuse a pool the cluster cannot hold (its actors would wait forever)."""
+        ray = import_ray()
+        init_ray(self.ray_address, num_cpus=len(self.blocks) * self.worker_cpus)
+        have = ray.cluster_resources()
+        need_cpu, need_gpu = len(self.blocks) * self.worker_cpus, len(self.blocks) * self._gpus()
+        if need_cpu > have.get("CPU", 0) or need_gpu > have.get("GPU", 0):
+            msg = (f"workers={len(self.blocks)} × worker_cpus={self.worker_cpus} need {need_cpu} CPUs"
+                   f"{f' and {need_gpu} GPUs' if need_gpu else ''}; the Ray cluster has {have.get('CPU', 0):g} CPUs "
+                   f"and {have.get('GPU', 0):g} GPUs")
+            if self.ray_address is None:
+                raise ValueError(msg + ": lower workers / worker_cpus, or join a larger cluster with ray_address")
+            import warnings
+
+            warnings.warn(msg + "; the actors wait until the cluster has room (autoscaling)", stacklevel=3)
+
     def _spawn(self):
         init_ray(self.ray_address)
-        gpus = 1 if str(self.env_kwargs.get("device", "cpu")).startswith("cuda") else 0
+        gpus = self._gpus()
         return _actor_class().options(num_cpus=self.worker_cpus, num_gpus=gpus, max_restarts=0).remote(
             self.env_id, self.env_kwargs, self.worker_cpus)
 
