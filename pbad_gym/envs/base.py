@@ -38,15 +38,12 @@ from gymnasium.vector.utils import batch_space
 
 from ..arrays import check_dtype, to_numpy
 from ..dynamics import centre_of_mass
+from ..integrators import SolverOptions
 from ..integrators.impulse import CONTACT_MODELS, check_lcp_options
-from ..integrators import OPTIMIZERS
-from ..integrators.collocation import ORDERS as COLLOCATION_ORDERS
-from ..lcp import METHODS as LCP_METHODS
 from ..simulator import Simulator
 from .divergence import DEFAULT_SAFETY, EnergyBudget
 from .render import render_frames
 
-ORDERS = (2,) + COLLOCATION_ORDERS
 NONFINITE_ACTIONS = ("raise", "zero")
 # solver tolerance (a Newton-step estimate in rad) per dtype: far below the O(Δt) integration error in float64;
 # in float32 a step below ~1e-5 rad is lost in the configuration's round-off, so a tighter tolerance only makes
@@ -55,23 +52,19 @@ DEFAULT_TOL = {np.dtype(np.float64): 1e-7, np.dtype(np.float32): 1e-5}
 
 
 def validate_solver_options(order, optimizer, contact_model, lcp_method, contact=False):
-    """Check the solver options the environments accept; name the accepted values otherwise. ``contact``: whether
-    the environment has ground contact (collocation is refused there)."""
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    """Check the solver options the environments accept before building anything; name the accepted values
+    otherwise. The generic checks are the engine's own (SolverOptions); ``contact`` (whether the environment has
+    ground contact) adds the environments' rule that collocation is refused there."""
+    SolverOptions(order=order, optimizer=optimizer)
     if contact and order > 2:
         raise ValueError(
             f"order={order} (collocation) is refused with ground contact: the contact force is not smooth at the "
             "ground, and the collocation residual it enters then stalls (measured on the Spider: order 3 leaves "
             "30 % of steps unconverged, order 4 blows up); use order=2")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     if contact_model not in CONTACT_MODELS:
         raise ValueError(f"contact_model must be one of {CONTACT_MODELS}, got {contact_model!r}")
     if contact_model == "impulse" and order != 2:
         raise ValueError("contact_model='impulse' runs with order=2 only")
-    if lcp_method not in LCP_METHODS:
-        raise ValueError(f"lcp_method must be one of {LCP_METHODS}, got {lcp_method!r}")
 
 
 def check_max_iter(max_iter, minimum, task="the environment"):
