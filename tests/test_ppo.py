@@ -129,3 +129,34 @@ def test_episode_tracker_masks_reset_steps_and_measures_distance():
     (e0,) = tr.pop()
     assert e0.terminated and e0.length == 2 and e0.ret == 2.0
     np.testing.assert_allclose(e0.distance, 0.3)
+
+
+def test_selection_key_prefers_healthy_evaluations():
+    key = ppo.selection_key
+    # at most 10 % terminated ranks above a higher return with more falls; among those, the return decides
+    assert key(500.0, 0.0625, 0.1) > key(2000.0, 0.375, 0.1)
+    assert key(600.0, 0.1, 0.1) > key(500.0, 0.0, 0.1)
+    # none qualifies: the lower terminated share first, then the return
+    assert key(100.0, 0.25, 0.1) > key(2000.0, 0.5, 0.1)
+    assert key(200.0, 0.25, 0.1) > key(100.0, 0.25, 0.1)
+    # max_terminated 1: the return alone
+    assert key(2000.0, 0.9, 1.0) > key(500.0, 0.0, 1.0)
+
+
+def test_periodic_evaluation_chooses_the_best_policy(tmp_path):
+    from pbad_gym.agents.runio import load_pickle
+
+    cfg = _cfg(tmp_path, "pendulum", total_timesteps=3 * 8 * 100, eval_episodes=2, eval_every=2)
+    ppo.train(cfg, tmp_path, progress=False)
+    rows = _rows(tmp_path)
+    # iterations 2 and 3 (the last) are evaluated, iteration 1 is not
+    assert [r["eval_return"] != "" for r in rows] == [False, True, True]
+    assert all(r["eval_speed"] == "" for r in rows)  # Pendulum: no x_position
+    obj = load_pickle(tmp_path / "best_policy.pkl")
+    best = max(rows[1:], key=lambda r: float(r["eval_return"]))
+    assert obj["iteration"] == int(best["iteration"]) and obj["score"] == float(best["eval_return"])
+    assert obj["eval_terminated"] == 0.0
+    with pytest.raises(ValueError, match="eval_every"):
+        _cfg(tmp_path, "pendulum", eval_every=0)
+    with pytest.raises(ValueError, match="select_max_terminated"):
+        _cfg(tmp_path, "pendulum", select_max_terminated=1.5)

@@ -119,17 +119,24 @@ class PPOConfig:
     clip_reward: float = 10.0
     """clip scaled rewards to ±clip_reward"""
     eval_episodes: int = 0
-    """deterministic evaluation episodes after each iteration (0: none)"""
+    """deterministic evaluation episodes (one vector env, a fresh reset seed each time; 0: none). With
+    evaluations the best policy is chosen by them (see select_max_terminated), else by the training return"""
+    eval_every: int = 1
+    """iterations between deterministic evaluations (the last iteration is always evaluated)"""
+    select_max_terminated: float = 1.0
+    """best-policy choice: the highest evaluation return among evaluations with at most this share of episodes
+    ended by termination (e.g. the Spider falling); while none qualifies, the lowest terminated share"""
     init_log_std: float = 0.0
     """initial log standard deviation of the Gaussian policy (state-independent; 0: σ = 1 on [-1, 1] actions)"""
     torch_threads: int = 1
     """torch intra-op threads (1: the environments use the other cores)"""
 
     def __post_init__(self):
-        _check_positive(self, ["total_timesteps", "num_steps", "num_minibatches", "update_epochs", "torch_threads"])
+        _check_positive(self, ["total_timesteps", "num_steps", "num_minibatches", "update_epochs", "torch_threads",
+                               "eval_every"])
         _check_positive(self, ["learning_rate", "clip_coef", "max_grad_norm", "target_kl", "clip_obs",
                                "clip_reward"], integer=False)
-        for name in ("gamma", "gae_lambda"):
+        for name in ("gamma", "gae_lambda", "select_max_terminated"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
 

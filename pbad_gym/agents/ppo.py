@@ -43,7 +43,8 @@ from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
 from .stats import RunningStats
 
 METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
-           "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_terminated", "learning_rate",
+           "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_speed", "eval_terminated",
+           "learning_rate",
            "value_loss", "policy_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "sps"]
 EPISODE_METRICS = ("return_best", "return_mean", "distance_best", "distance_mean")
 PLOT_EVERY = 20  # iterations between learning-curve redraws (a redraw costs about a second)
@@ -109,6 +110,16 @@ def load_best(obj: dict) -> PPOPolicy:
         raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
     stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
     return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
+
+
+def selection_key(eval_return: float, terminated: float, max_terminated: float) -> tuple:
+    """Rank of a deterministic evaluation for choosing the best policy (larger is better): evaluations whose
+    share of episodes ended by termination (the Spider falling: unhealthy) is at most ``max_terminated`` rank
+    above all others, and among them the higher return wins; the others rank by the lower terminated share, then
+    the higher return. With ``max_terminated`` 1 this is the evaluation return alone."""
+    if terminated <= max_terminated:
+        return (1, 0.0, eval_return)
+    return (0, -terminated, eval_return)
 
 
 def _pickles(envs) -> bool:
@@ -276,8 +287,9 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                            "distance_best": None if np.isnan(dists).all() else np.nanmax(dists),
                            "distance_mean": None if np.isnan(dists).all() else np.nanmean(dists)}
                 state["carried"] = carried
-            ev = dict.fromkeys(("return", "distance", "terminated"))
-            if p.eval_episodes > 0:
+            ev = dict.fromkeys(("return", "distance", "speed", "terminated"))
+            evaluated = p.eval_episodes > 0 and ((it + 1) % p.eval_every == 0 or it + 1 == num_iterations)
+            if evaluated:
                 ev = evaluate_policy(policy_now(), cfg.env, p.eval_episodes, _iteration_seed(cfg.seed, it, 1))
             dt = time.perf_counter() - t0
             state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + T * N
@@ -286,17 +298,25 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                    **{k: _fmt(v) for k, v in state["carried"].items()},
                    "episodes": len(episodes), "terminated": sum(e.terminated for e in episodes),
                    "diverged": sum(e.diverged for e in episodes), "eval_return": _fmt(ev["return"]),
-                   "eval_distance": _fmt(ev["distance"]), "eval_terminated": _fmt(ev["terminated"]),
+                   "eval_distance": _fmt(ev["distance"]), "eval_speed": _fmt(ev["speed"]),
+                   "eval_terminated": _fmt(ev["terminated"]),
                    "learning_rate": lr, "value_loss": v_loss.item(),
                    "policy_loss": pg_loss.item(), "entropy": entropy_loss.item(), "approx_kl": approx_kl.item(),
                    "clipfrac": float(np.mean(clipfracs)), "explained_variance": _fmt(explained_var),
                    "sps": round(T * N / dt, 1)}
             log.append(row)
-            score = ev["return"] if p.eval_episodes > 0 else (carried["return_mean"] if episodes else None)
-            if score is not None and score > state["best_return"]:
-                state["best_return"] = score
+            if p.eval_episodes > 0:
+                score = ev["return"] if evaluated else None
+                key = None if score is None else selection_key(score, ev["terminated"], p.select_max_terminated)
+            else:
+                score = carried["return_mean"] if episodes else None
+                key = None if score is None else (score,)
+            best_key = state.get("best_key", (state["best_return"],))
+            if key is not None and key > best_key:
+                state["best_return"], state["best_key"] = score, key
+                extra = {"eval_terminated": ev["terminated"], "eval_speed": ev["speed"]} if evaluated else {}
                 save_pickle(run_dir / "best_policy.pkl", {**policy_now().to_dict(), "env_id": cfg.env.id,
-                                                          "iteration": it + 1, "score": score})
+                                                          "iteration": it + 1, "score": score, **extra})
             if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == num_iterations:
                 save_pickle(run_dir / "checkpoint.pkl", {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
