@@ -28,19 +28,6 @@ N = 3  # rows per batch; row 1 is the one changed
 ROW = 1
 OTHERS = [i for i in range(N) if i != ROW]
 
-# the lead's files (integrators/impulse.py, integrators/collocation.py, energies/contact.py) hold these causes
-IMPULSE_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "integrators/impulse.py::_impulse_step sizes every row's LCP by the batch's largest contact count "
-    "(select_contacts: c = counts.max()), so a row's padded system, its BLAS products and the LCP sums depend on "
-    "the other rows; fix: solve the rows grouped by contact count (each row then gets c = its own count)"))
-COLLOCATION_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "integrators/collocation.py::_field and node_velocity contract the nodes with one xp.tensordot over the "
-    "whole batch (one BLAS call whose blocking depends on the row count); fix: an elementwise Σ_j w_j X_j"))
-CONTACT_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "energies/contact.py: normal/viscous/coulomb_point_terms sum over the spheres of a column-major array "
-    "(kin.t[:, link]) with xp.sum(..., -1): pairwise for a batch of 1, term by term otherwise; fix: rowsum"))
-
-
 def _actions(env, steps, changed=False):
     A = np.random.default_rng(1).uniform(-1, 1, (steps, N) + env.single_action_space.shape).astype(np.float32)
     if changed:
@@ -90,16 +77,21 @@ def _assert_equal(a, b, rows, what):
 # L-BFGS and float32 run on the Swimmer only: on the Spider they take 1-2 s a step (hundreds of iterations), and
 # their code paths are the model-independent optimiser and dtype handling (the terms are checked per row below).
 CASES = {
-    "swimmer-v0": ("pbad_gym/Swimmer-v0", {}, 20),
-    "swimmer-v1": ("pbad_gym/Swimmer-v1", {}, 20),
-    "spider-v0": ("pbad_gym/Spider-v0", {}, 12),
-    "spider-v1": ("pbad_gym/Spider-v1", {}, 12),
-    "spider-v1-coulomb": ("pbad_gym/Spider-v1", {"friction": "coulomb"}, 8),
+    "swimmer-v0": ("pbad_gym/Swimmer-v0", {"backend": "numpy"}, 20),
+    "swimmer-v1": ("pbad_gym/Swimmer-v1", {"backend": "numpy"}, 20),
+    "spider-v0": ("pbad_gym/Spider-v0", {"backend": "numpy"}, 12),
+    "spider-v1": ("pbad_gym/Spider-v1", {"backend": "numpy"}, 12),
+    "spider-v1-coulomb": ("pbad_gym/Spider-v1", {"friction": "coulomb", "backend": "numpy"}, 8),
     "spider-v1-impulse": ("pbad_gym/Spider-v1", {"contact_model": "impulse"}, 8),
     "swimmer-v1-lbfgs": ("pbad_gym/Swimmer-v1", {"optimizer": "lbfgs"}, 10),
     "swimmer-v1-lbfgs_hessian": ("pbad_gym/Swimmer-v1", {"optimizer": "lbfgs_hessian"}, 10),
-    "swimmer-v1-float32": ("pbad_gym/Swimmer-v1", {"dtype": np.float32}, 20),
+    "swimmer-v1-float32": ("pbad_gym/Swimmer-v1", {"dtype": np.float32, "backend": "numpy"}, 20),
     "swimmer-v1-order3": ("pbad_gym/Swimmer-v1", {"order": 3}, 12),
+    # the compiled kernel (the envs' default backend on CPU)
+    "swimmer-v1-numba": ("pbad_gym/Swimmer-v1", {"backend": "numba"}, 20),
+    "spider-v0-numba": ("pbad_gym/Spider-v0", {"backend": "numba"}, 12),
+    "spider-v1-numba": ("pbad_gym/Spider-v1", {"backend": "numba"}, 12),
+    "swimmer-v1-float32-numba": ("pbad_gym/Swimmer-v1", {"dtype": np.float32, "backend": "numba"}, 20),
 }
 _runs = {}
 
@@ -111,25 +103,20 @@ def _base(case):
     return _runs[case]
 
 
-def _params(xfails):
-    return [pytest.param(c, marks=xfails[c]) if c in xfails else c for c in CASES]
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_changing_one_rows_actions_leaves_the_others_bit_for_bit(case):
     env_id, kw, steps = CASES[case]
     _assert_equal(_base(case), _native(env_id, kw, steps, changed=True), OTHERS, f"{case}, row {ROW}'s actions")
 
 
-@pytest.mark.parametrize("case", _params({"spider-v1-impulse": IMPULSE_XFAIL}))
+@pytest.mark.parametrize("case", list(CASES))
 def test_resetting_one_row_leaves_the_others_bit_for_bit(case):
     env_id, kw, steps = CASES[case]
     _assert_equal(_base(case), _native(env_id, kw, steps, reset_at=steps // 3), OTHERS, f"{case}, row {ROW} reset")
 
 
 @pytest.mark.parametrize("case", ["swimmer-v1", "spider-v1", "swimmer-v0", "spider-v0",
-                                  pytest.param("spider-v1-impulse", marks=IMPULSE_XFAIL),
-                                  pytest.param("swimmer-v1-order3", marks=COLLOCATION_XFAIL)])
+                                  "spider-v1-impulse", "swimmer-v1-order3", "spider-v1-numba"])
 def test_native_equals_sync_bit_for_bit(case):
     env_id, kw, steps = CASES[case]
     _assert_equal(_base(case), _sync(env_id, kw, steps), slice(None), f"{case}, native vs sync")
@@ -211,7 +198,6 @@ def test_joint_term_values_are_per_row(dtype):
                     lambda i: damping_terms(body, q[i], q_ref[i], b, 0.02), 8)
 
 
-@CONTACT_XFAIL
 @pytest.mark.parametrize("friction", ["viscous", "coulomb"])
 def test_contact_energy_values_are_per_row(friction):
     gc = GroundContact(friction=friction)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from ..arrays import xp_of
 from ..kinematics import matvec, skew
+from ..kinematics.algebra import rowsum
 from .base import LinkTerms
 
 FRICTION_MODELS = ("viscous", "coulomb", "none")
@@ -65,7 +66,7 @@ def normal_point_terms(body, P, params, derivatives):
     """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3)."""
     xp = xp_of(P)
     d = penetration(body, P, params.height)
-    val = 0.5 * params.stiffness * xp.sum(d * d, -1)
+    val = 0.5 * params.stiffness * rowsum(d * d)
     if not derivatives:
         return val, None, None
     g = xp.zeros_like(P)
@@ -80,7 +81,7 @@ def viscous_point_terms(P, P_ref, active, damping, dt, derivatives):
     xp = xp_of(P)
     k = damping / dt * active
     x = (P - P_ref)[..., :2]
-    val = 0.5 * xp.sum(k * xp.sum(x * x, -1), -1)
+    val = 0.5 * rowsum(k * xp.sum(x * x, -1))
     if not derivatives:
         return val, None, None
     g = xp.zeros_like(P)
@@ -97,7 +98,7 @@ def coulomb_point_terms(P, anchor, active, normal_force, mu, eps, derivatives):
     x = (P - anchor)[..., :2]
     s = xp.sqrt(xp.sum(x * x, -1))
     phi = xp.where(s < eps, 0.5 * s * s / eps, s - 0.5 * eps)
-    val = xp.sum(k * phi, -1)
+    val = rowsum(k * phi)
     if not derivatives:
         return val, None, None
     inv = 1.0 / xp.maximum(s, eps)

@@ -111,8 +111,16 @@ def _field(W, known, unknown, scale):
     """Σ_j W[a, j]·X_j·scale for X over all nodes: known (B, 2, …), unknown (B, n, …) -> (B, n, …)."""
     xp = xp_of(known, unknown)
     allx = xp.concatenate([known, unknown], 1)
-    Wx = xp.asarray(W * scale, dtype=allx.dtype)
-    return xp.tensordot(allx, Wx, axes=([1], [1])).transpose((0, allx.ndim - 1) + tuple(range(1, allx.ndim - 1)))
+    return xp.stack([_combine(allx, W[a] * scale) for a in range(W.shape[0])], 1)
+
+
+def _combine(X, w):
+    """Σ_j w_j X[:, j] (B, …) over the nodes in a fixed order: elementwise, so each trajectory's bits do not depend
+    on the batch (one tensordot is one BLAS call over all rows, whose blocking does)."""
+    out = X[:, 0] * float(w[0])
+    for j in range(1, len(w)):
+        out = out + X[:, j] * float(w[j])
+    return out
 
 
 def _flat(a):
@@ -377,4 +385,4 @@ def node_velocity(body, nodes_all, dt, order):
     W1, _ = basis_derivatives(tn, tn[-1:])
     q_end = nodes_all[:, -1]
     d = xp.stack([difference(body, q_end, nodes_all[:, j]) for j in range(len(tn))], 1)
-    return xp.tensordot(d, xp.asarray(W1[0] / dt, dtype=d.dtype), axes=([1], [0]))
+    return _combine(d, W1[0] / dt)

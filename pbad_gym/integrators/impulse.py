@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..arrays import xp_of
+from ..arrays import to_numpy, xp_of
 from ..dynamics import crba
 from ..energies import sphere_centres
 from ..energies.joints import limit_arrays
@@ -279,19 +279,24 @@ def _impulse_step(body, data, params, state, options, lcp):
     Jc = xp.where(valid[:, :, None, None], Jc, 0.0)
     J = Jc.reshape(B, 3 * c, nv)
 
-    # 3–5. the contact-implicit step by sequential LCPs
-    has = counts > 0
-    rows = xp.nonzero(has)[0]
+    # 3–5. the contact-implicit step by sequential LCPs, the rows grouped by contact count: each row's LCP holds
+    # its own contacts only (padding it to the batch's largest count would change its bits with the other rows)
     warm = params.warm_start * _gather(state.impulse, slots).reshape(B, 3 * c)
-    q_c, v_c, lam, stats = _sequential_lcp(
-        body, data.take(rows), q_tilde[rows], v_tilde[rows], J[rows], _gather(gap, slots)[rows], valid[rows],
-        warm[rows], params, lcp.solve_kwargs())
+    gaps = _gather(gap, slots)
     q_next, v = q_tilde.copy(), v_tilde.copy()
-    q_next[rows], v[rows] = q_c, v_c
-    for k, val in stats.items():
-        full[k][rows] = val
     lam_all = xp.zeros((B, 3 * c), dtype=dtype)
-    lam_all[rows] = lam
+    for n_c in np.unique(to_numpy(counts)).tolist():
+        if n_c == 0:
+            continue
+        rows = xp.nonzero(counts == n_c)[0]
+        m = 3 * n_c
+        q_c, v_c, lam, stats = _sequential_lcp(
+            body, data.take(rows), q_tilde[rows], v_tilde[rows], J[rows, :m], gaps[rows, :n_c], valid[rows, :n_c],
+            warm[rows, :m], params, lcp.solve_kwargs())
+        q_next[rows], v[rows] = q_c, v_c
+        for k, val in stats.items():
+            full[k][rows] = val
+        lam_all[rows, :m] = lam
     impulse = xp.zeros_like(state.impulse)
     xp.put_along_axis(impulse, xp.broadcast_to(slots[:, :, None], (B, c, 3)), lam_all.reshape(B, c, 3), axis=1)
     info.update(full, impulse=impulse, v=v, converged=res.converged & full["sqp_converged"])
