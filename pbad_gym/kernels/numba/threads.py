@@ -1,8 +1,13 @@
 """The one place that picks numba's threading layer (DESIGN.md §11), before the first parallel launch.
 
-Measured on the project's 2-core shared machines (BENCHMARKS.md, "Compiled CPU backend"): see CHOICE below.
-A user's own ``NUMBA_THREADING_LAYER`` always wins; ``NUMBA_NUM_THREADS`` (numba's pool size) is respected as
-numba reads it, and :func:`set_threads` caps the pool at run time (e.g. to a Ray actor's ``num_cpus``).
+Measured on the project's 2-core shared machines (BENCHMARKS.md, "Compiled CPU backend", kernel steps/s, median of
+repeated calls, paired runs): OpenMP with ``OMP_WAIT_POLICY=PASSIVE`` matched or beat workqueue in every pair
+(Swimmer 256 trajectories 34-50k vs 33-47k steps/s, Spider-v1 16 trajectories 14-21k vs 13-20k), while OpenMP's
+default spin-waiting was erratic (Spider-v1 at 16 trajectories: 2k steps/s). OpenMP is also thread-safe (parallel
+regions launched from several Python threads), which workqueue is not. So: OpenMP, passive waits, then tbb, then
+workqueue when OpenMP is missing. A user's own ``NUMBA_THREADING_LAYER`` / ``OMP_WAIT_POLICY`` always win;
+``NUMBA_NUM_THREADS`` (numba's pool size) is respected as numba reads it, and :func:`set_threads` caps the threads
+used at run time (e.g. to a Ray actor's ``num_cpus``).
 """
 from __future__ import annotations
 
@@ -10,15 +15,15 @@ import os
 
 import numba
 
-CHOICE = "workqueue"
+PRIORITY = ["omp", "tbb", "workqueue"]
 
 
 def configure():
-    """Apply the threading-layer choice unless the environment names one (idempotent; call before launching)."""
+    """Apply the threading-layer choice unless the environment names one (call before the first launch)."""
     if "NUMBA_THREADING_LAYER" not in os.environ:
-        numba.config.THREADING_LAYER = CHOICE
-    if numba.config.THREADING_LAYER == "omp" or os.environ.get("NUMBA_THREADING_LAYER") == "omp":
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP spin-waits burn shared cores otherwise
+        numba.config.THREADING_LAYER_PRIORITY = list(PRIORITY)
+        numba.config.THREADING_LAYER = "default"
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when libgomp starts: spin-waits burn shared cores
 
 
 def num_threads() -> int:
@@ -32,7 +37,7 @@ def set_threads(n: int):
 
 
 def threading_layer() -> str:
-    """The layer in use ("workqueue", "omp", "tbb"), or the configured one before the first parallel launch."""
+    """The layer in use ("omp", "tbb", "workqueue"), or the configured one before the first parallel launch."""
     try:
         return numba.threading_layer()
     except ValueError:  # not launched yet
