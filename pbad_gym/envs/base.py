@@ -41,6 +41,7 @@ from ..dynamics import centre_of_mass
 from ..integrators import SolverOptions
 from ..integrators.impulse import CONTACT_MODELS, check_lcp_options
 from ..simulator import Simulator
+from .array_types import ArrayExport
 from .divergence import DEFAULT_SAFETY, EnergyBudget
 from .render import render_frames
 
@@ -94,7 +95,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     :meth:`_summary` and :meth:`_get_reset_info` (see their docstrings).
 
     Contract with the single-env form: :meth:`advance` steps every sub-environment once without autoreset and time
-    limit and returns the batched step; :class:`PBADEnv` calls it, :meth:`reset` and :meth:`render`, nothing else.
+    limit and returns the batched step (NumPy); :class:`PBADEnv` calls it, :meth:`reset` and :meth:`render`, and
+    hands its observation out through ``array_export`` (the :class:`~pbad_gym.envs.array_types.ArrayExport` of
+    ``array_type``), nothing else.
 
     Common keyword arguments: num_envs, max_episode_steps (None: no time limit), dt, order (2; collocation orders
     3 and 4 are refused with ground contact), optimizer, max_iter (solver iterations per step; None: the engine's
@@ -108,7 +111,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     (1e-6 N s: the natural-map residual of the contact impulses, far below a body's weight × Δt), device, dtype,
     render_mode, nonfinite_action ("raise" | "zero"), max_unconverged_steps, divergence_safety (factor on the
     power bound of :mod:`pbad_gym.envs.divergence`, 3), render_width, render_height, render_num_envs (how
-    many sub-environments ``render()`` draws).
+    many sub-environments ``render()`` draws), array_type ("numpy" | "torch" | "cupy": what observations, rewards
+    and flags are handed out as; :mod:`pbad_gym.envs.array_types`).
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -121,8 +125,10 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                  contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
                  device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
-                 render_num_envs=4):
+                 render_num_envs=4, array_type="numpy"):
         self.num_envs = _positive_int(num_envs, "num_envs")
+        self.array_export = ArrayExport(array_type, device)  # checked first: names array_type and its values
+        self.array_type = self.array_export.array_type
         self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps", allow_none=True)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -373,7 +379,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self._reset_rows(mask)
         self._refresh(mask if self._has_reset else None)
         self._has_reset = True
-        return self._obs.copy(), self._get_reset_info(self._last_summary)
+        return self.array_export.obs(self._obs.copy()), self._get_reset_info(self._last_summary)
 
     def _require_reset(self):
         if not self._has_reset:
@@ -420,7 +426,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             info["diverged"] = info["diverged"] & ~pending
         self._needs_reset = terminated | truncated
         info["action_sanitised"] = sanitised
-        return obs.copy(), reward, terminated, truncated, info
+        return (*self.array_export(obs.copy(), reward, terminated, truncated), info)
 
     def render(self):
         if self.render_mode is None:
@@ -480,7 +486,7 @@ class PBADEnv(gymnasium.Env):
 
     def step(self, action):
         obs, reward, terminated, diverged, info = self.vec.advance(action, batched=False)
-        return (obs[0], float(reward[0]), bool(terminated[0]), bool(diverged[0]),
+        return (self.vec.array_export.obs(obs[0]), float(reward[0]), bool(terminated[0]), bool(diverged[0]),
                 {k: v[0].item() for k, v in info.items()})
 
     def render(self):
