@@ -166,7 +166,7 @@ def test_same_trajectories_gauss_newton(name):
     compare(name, hessian="gauss_newton")
 
 
-@pytest.mark.parametrize("name", ["spider_v0_coulomb",
+@pytest.mark.parametrize("name", [pytest.param("spider_v0_coulomb", marks=pytest.mark.slow),
                                   pytest.param("spider_v1_viscous", marks=pytest.mark.slow),
                                   pytest.param("spider_v1_none", marks=pytest.mark.slow)])
 def test_same_trajectories_friction_models(name):

@@ -256,8 +256,9 @@ def time_rollout(env_id, n_traj, n_env_steps, threads, seed=0):
 
 
 def kernel_load_times(compile_too=False):
-    """(first-compile seconds or None, cached-load seconds): the first step of a fresh process, with an empty numba
-    cache directory (compile) and then with the package's own cache (load)."""
+    """(first-compile seconds or None, cached-load seconds), each a pair (serial entry: 1 trajectory, parallel
+    entry: 16): the first step of a fresh process, with an empty numba cache directory (compile) and then with
+    the package's own cache (load)."""
     code = ("import time, numpy as np\n"
             "from pbad_gym.model import swimmer\n"
             "from pbad_gym.energies import make_force_model\n"
@@ -273,7 +274,7 @@ def kernel_load_times(compile_too=False):
             out = subprocess.run([sys.executable, "-c", f"B = {B}\n" + code], capture_output=True, text=True,
                                  env=env, check=True)
             times.append(float(out.stdout.strip().splitlines()[-1]))
-        return sum(times)
+        return tuple(times)
 
     compile_s = None
     if compile_too:
@@ -330,10 +331,12 @@ def run_workloads(args, out):
                 time_rollout(mid, n_traj, 100 if quick else 1000, args.threads), "1/s")
     if "numba" in backends and args.compile_time:
         compile_s, load_s = kernel_load_times(compile_too=True)
-        add("numba first compile (s)", "fresh cache dir", compile_s, "s")
-        add("numba cached load (s)", "second process", load_s, "s")
-    elif "numba" in backends:
-        add("numba cached load (s)", "second process", kernel_load_times()[1], "s")
+        for k, entry in enumerate(("serial (1 env)", "parallel (16)")):
+            add("numba first compile (s)", f"{entry}, empty cache", compile_s[k], "s")
+    else:
+        load_s = kernel_load_times()[1] if "numba" in backends else ()
+    for k, entry in enumerate(("serial (1 env)", "parallel (16)")[:len(load_s)]):
+        add("numba first step, cached (s)", f"{entry}, new process", load_s[k], "s")
     write_csv(out / "workloads.csv", rows, ["workload", "engine", "value", "unit"])
     print_table(rows, ["workload", "engine", "value", "unit"], "Workloads (time: lower is better; rate: higher)")
     print(f"wrote {out}/workloads.csv")
