@@ -246,3 +246,12 @@ def test_bad_hessian_name():
     body, forces, dt, opts, q_prev, q, act = case("chain")
     with pytest.raises(ValueError, match="hessian"):
         numba_kernel.pbad_step_numba(body, q_prev, q, np.zeros((3, body.nv)), dt, forces, hessian="newton", **opts)
+
+
+@pytest.mark.parametrize("name", ["tree", "free_ball", "swimmer_v1", "spider_v1"])
+def test_forward_kinematics_matches_numpy(name):
+    body, forces, dt, opts, q_prev, q, act = case(name)
+    a = forward_kinematics(body, q)
+    b = numba_kernel.forward_kinematics_numba(body, q)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(y, x, rtol=0, atol=1e-13)

@@ -9,6 +9,6 @@ from . import threads
 
 threads.configure()
 
-from .step import contact_fields, pbad_step_numba, supports  # noqa: E402
+from .step import contact_fields, forward_kinematics_numba, pbad_step_numba, supports  # noqa: E402
 
-__all__ = ["pbad_step_numba", "supports", "contact_fields", "threads"]
+__all__ = ["pbad_step_numba", "supports", "contact_fields", "forward_kinematics_numba", "threads"]

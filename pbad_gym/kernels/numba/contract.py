@@ -1,34 +1,14 @@
 """The numba kernel behind the step contract: ``step(model, state, tau, options) -> (State, StepInfo)``."""
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
-
 from ...energies import contact_state
 from ...integrators.state import StepInfo, advance
-from ...kinematics import Kinematics
-from . import core
-from .model import kernel_model
-from .step import pbad_step_numba
+from .step import forward_kinematics_numba, pbad_step_numba
 
-
-@njit(cache=True)
-def _fk_rows(m, q, R, t, w, v):
-    L = R.shape[1]
-    Rj = np.empty((L, 3, 3), q.dtype)
-    R2 = np.empty((L, 3, 3), q.dtype)
-    for b in range(q.shape[0]):
-        core.forward_kinematics(m, q[b], R[b], t[b], w[b], v[b], Rj, R2)
-
-
-def forward_kinematics(body, q):
-    """Compiled :func:`pbad_gym.kinematics.forward_kinematics` of q (B, nq): the same Kinematics to round-off."""
-    q = np.ascontiguousarray(q)
-    B, L, nv = q.shape[0], body.L, body.nv
-    R, t = np.empty((B, L, 3, 3), q.dtype), np.empty((B, L, 3), q.dtype)
-    w, v = np.empty((B, nv, 3), q.dtype), np.empty((B, nv, 3), q.dtype)
-    _fk_rows(kernel_model(body, q.dtype), q, R, t, w, v)
-    return Kinematics(R, t, w, v)
+# Compiled kinematics.forward_kinematics (same Kinematics to round-off). Its compiled entry lives in core.py beside
+# the step, so that an edit of the kernel's kinematics invalidates both caches (numba checks only the timestamp of
+# the file that defines a cached entry point, not of the functions it calls).
+forward_kinematics = forward_kinematics_numba
 
 
 def step(model, state, tau, options):

@@ -850,3 +850,17 @@ def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, 
                     sph_p0, sph_r)
     fo = KernelForces(gravity, drag, damping, flags, scalars)
     step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, 0, q_cur.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def kinematics_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
+                     sph_p0, sph_r, q, R, t, w, v):
+    """Forward kinematics of every row of q (B, nq) into R (B, L, 3, 3), t (B, L, 3), w, v (B, nv, 3)."""
+    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
+                    sph_p0, sph_r)
+    L = mass.shape[0]
+    Rj, R2 = np.empty((L, 3, 3), q.dtype), np.empty((L, 3, 3), q.dtype)
+    for r in range(q.shape[0]):
+        forward_kinematics(m, q[r], R[r], t[r], w[r], v[r], Rj, R2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...energies import ForceModel, contact_state
-from ...kinematics import forward_kinematics
+from ...kinematics import Kinematics, forward_kinematics
 from . import core, threads
 from .model import kernel_forces, kernel_model
 
@@ -122,3 +122,16 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
         core.step_batch(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
                         min(B, nthreads))
     return out_q, out_it, out_gn, out_conv
+
+
+def forward_kinematics_numba(body, q):
+    """kinematics.forward_kinematics by the kernel's compiled code: Kinematics(R, t, w, v) of q (B, nq) (NumPy,
+    float32 or float64); what the step contract's ``advance`` computes after every step, without NumPy's per-call
+    overhead at small batches."""
+    q = np.ascontiguousarray(q)
+    dtype, B = q.dtype, q.shape[0]
+    m = kernel_model(body, dtype)
+    R, t = np.empty((B, body.L, 3, 3), dtype), np.empty((B, body.L, 3), dtype)
+    w, v = np.empty((B, body.nv, 3), dtype), np.empty((B, body.nv, 3), dtype)
+    core.kinematics_batch(*m, q, R, t, w, v)
+    return Kinematics(R, t, w, v)
