@@ -89,13 +89,20 @@ class StepInfo(NamedTuple):
         return {k: v for k, v in self._asdict().items() if v is not None}
 
 
+def with_contact_memory(model, state, kinematics=forward_kinematics):
+    """``state`` with the penalty contact memory of q_k filled in when it is missing (and the kinematics of q,
+    computed by ``kinematics``, when that needed them)."""
+    if model.forces.contact is None or state.contact is not None:
+        return state
+    kin = kinematics(model.body, state.q) if state.kin is None else state.kin
+    return state._replace(kin=kin, contact=contact_state(model.body, kin, model.forces.contact, model.dt))
+
+
 def with_kinematics(model, state):
     """``state`` with the kinematics of q and, for contact, the contact memory of q_k filled in."""
-    kin = forward_kinematics(model.body, state.q) if state.kin is None else state.kin
-    contact = state.contact
-    if model.forces.contact is not None and contact is None:
-        contact = contact_state(model.body, kin, model.forces.contact, model.dt)
-    return state._replace(kin=kin, contact=contact)
+    if state.kin is None:
+        state = state._replace(kin=forward_kinematics(model.body, state.q))
+    return with_contact_memory(model, state)
 
 
 def advance(model, state, q_prev, q, kinematics=forward_kinematics, **fields):

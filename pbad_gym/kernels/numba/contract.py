@@ -1,8 +1,7 @@
 """The numba kernel behind the step contract: ``step(model, state, tau, options) -> (State, StepInfo)``."""
 from __future__ import annotations
 
-from ...energies import contact_state
-from ...integrators.state import StepInfo, advance
+from ...integrators.state import StepInfo, advance, with_contact_memory
 from .step import forward_kinematics_numba, pbad_step_numba
 
 # Compiled kinematics.forward_kinematics (same Kinematics to round-off). Its compiled entry lives in core.py beside
@@ -15,14 +14,10 @@ def step(model, state, tau, options):
     """The order-2 PBAD step with penalty contact and LM, compiled (same numbers as ``integrators.pbad.step`` to
     round-off). The kernel needs no kinematics: they are computed (compiled) only where the contact memory needs
     them and otherwise left for the next :meth:`Simulator.kinematics` call."""
-    body, contact = model.body, state.contact
-    if model.forces.contact is not None and contact is None:
-        kin = state.kin if state.kin is not None else forward_kinematics(body, state.q)
-        contact = contact_state(body, kin, model.forces.contact, model.dt)
+    state = with_contact_memory(model, state, forward_kinematics)
     q_next, iterations, grad_norm, converged = pbad_step_numba(
-        body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter, tol=options.tol,
-        hessian=options.hessian, contact=contact)
+        model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter, tol=options.tol,
+        hessian=options.hessian, contact=state.contact)
     lazy = model.forces.contact is None
-    new = advance(model, state._replace(contact=contact), state.q, q_next,
-                  kinematics=None if lazy else forward_kinematics)
+    new = advance(model, state, state.q, q_next, kinematics=None if lazy else forward_kinematics)
     return new, StepInfo(iterations, grad_norm, converged)
