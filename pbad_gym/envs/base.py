@@ -38,8 +38,8 @@ from gymnasium.vector.utils import batch_space
 
 from ..arrays import check_dtype, to_numpy
 from ..dynamics import centre_of_mass
-from ..integrators import SolverOptions
-from ..integrators.impulse import CONTACT_MODELS, check_lcp_options
+from ..integrators import LCPOptions, SolverOptions
+from ..integrators.impulse import CONTACT_MODELS
 from ..simulator import Simulator
 from .array_types import ArrayExport
 from .divergence import DEFAULT_SAFETY, EnergyBudget
@@ -147,7 +147,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
         options = self._sim_options()
         validate_solver_options(order, optimizer, contact_model, lcp_method, options.get("contact") is not None)
-        check_lcp_options(lcp_method, "default", lcp_iterations, lcp_tol, lcp_omega)  # also when unused (penalty)
+        LCPOptions.create(lcp_method=lcp_method, lcp_iterations=lcp_iterations, lcp_tol=lcp_tol,
+                          lcp_omega=lcp_omega)  # checked also when unused (penalty)
         if contact_model != "penalty":
             options.update(contact_model=contact_model, lcp_method=lcp_method, lcp_omega=lcp_omega,
                            lcp_iterations=lcp_iterations, lcp_tol=lcp_tol)

@@ -113,12 +113,6 @@ def initial_state(body, batch, xp=np, dtype=np.float64):
     return ImpulseState(xp.zeros((int(batch), S, 3), dtype=dtype))
 
 
-def check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega=1.0):
-    """Validate the LCP options (clear errors before any work); returns the LCPOptions."""
-    return LCPOptions.create(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=lcp_iterations,
-                             lcp_tol=lcp_tol, lcp_omega=lcp_omega)
-
-
 # --- contact geometry ------------------------------------------------------------------------------------------
 def sphere_gaps(body, kin, height):
     """Centres P (B, S, 3) and signed gaps P_z − h − r (B, S) [m] of the contact spheres at poses ``kin``."""
@@ -219,7 +213,8 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     params = ImpulseContact() if params is None else params
     if not isinstance(params, ImpulseContact):
         raise ValueError(f"params must be an ImpulseContact, got {params!r}")
-    lcp = check_lcp_options(lcp_method, lcp_order, lcp_iterations, lcp_tol, lcp_omega)
+    lcp = LCPOptions.create(lcp_method=lcp_method, lcp_order=lcp_order, lcp_iterations=lcp_iterations,
+                            lcp_tol=lcp_tol, lcp_omega=lcp_omega)
     options = SolverOptions.create(q_cur.dtype, optimizer=optimizer, max_iter=max_iter, tol=tol, hessian=hessian)
     forces = as_force_model(forces)
     if forces.contact is not None:
