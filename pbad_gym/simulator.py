@@ -16,7 +16,8 @@ from .energies import contact_state, make_force_model, sphere_forces
 from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
                           collocation, explicit_step, impulse, pbad)
 from .integrators.collocation import node_velocity, start_node
-from .kinematics import difference, forward_kinematics, integrate, normalize
+from .integrators.state import EnergyGauge, energy_terms, order2_velocity
+from .kinematics import forward_kinematics, integrate, normalize
 
 BACKENDS = ("numpy", "numba")
 log = logging.getLogger(__name__)
@@ -59,6 +60,16 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
     if order > 2:
         return collocation.step, "numpy"
     return (impulse.step if contact_model == "impulse" else pbad.step), "numpy"
+
+
+def select_finish(backend):
+    """The backend's ``finish(model, state) -> state`` that fills the velocity, kinematics and energy-terms
+    caches of a state that did not come out of a step (None: the NumPy references fill them one at a time)."""
+    if backend == "numba":
+        from .kernels.numba.contract import finish
+
+        return finish
+    return None
 
 
 class Simulator:
@@ -143,6 +154,9 @@ class Simulator:
         self._step, self.backend = select_step(integrator, self.options.order, contact_model, backend,
                                                optimizer=self.options.optimizer, hessian=self.options.hessian,
                                                dtype=self.dtype, device=device)
+        self._finish = select_finish(self.backend)
+        self._gauge = None
+        self._shape_tau = (self.num_envs, body.nv)
         self.model = self._make_model(params)
         self.reset()
 
@@ -150,7 +164,14 @@ class Simulator:
         xp = self.xp
         gravity = xp.asarray(self.forces.gravity, dtype=self.dtype)
         return StepModel(self.body, self.body.arrays(xp, self.dtype), self.forces, self.dt, gravity, params,
-                         self.lcp if params is not None else None)
+                         self.lcp if params is not None else None, self._gauge)
+
+    def track_energy(self, actuated, gear):
+        """Measure the energy terms (:meth:`energy_terms`) for the actuators on DOFs ``actuated`` (n,) with gears
+        ``gear`` (n,) [N m or N]; a compiled step then computes them in the same call as the step."""
+        self._gauge = EnergyGauge.create(actuated, gear)
+        self.model = self.model._replace(gauge=self._gauge)
+        self.state = self.state._replace(terms=None)
 
     # --- options (read through the typed option values) --------------------------------------------------------
     @property
@@ -286,7 +307,9 @@ class Simulator:
         if self.integrator != "pbad":
             return s.qd
         if self.order == 2:
-            return difference(self.body, s.q_prev, s.q) / self.dt
+            if s.velocity is None:
+                s = self._complete("velocity")
+            return s.velocity
         if s.nodes is None:
             return s.qd
         v = node_velocity(self.body, s.nodes, self.dt, self.order)
@@ -299,9 +322,32 @@ class Simulator:
 
     def kinematics(self):
         """Forward kinematics of the current configuration (cached between steps)."""
-        if self.state.kin is None:
-            self.state = self.state._replace(kin=forward_kinematics(self.body, self.state.q))
-        return self.state.kin
+        kin = self.state.kin
+        return self._complete("kin").kin if kin is None else kin
+
+    def energy_terms(self):
+        """:class:`~pbad_gym.integrators.state.EnergyTerms` of the current state (what the divergence guard reads)
+        for the actuators given to :meth:`track_energy`: from the step's own compiled call on the numba backend,
+        else by the NumPy reference (:func:`~pbad_gym.integrators.state.energy_terms`); cached until the state
+        changes."""
+        terms = self.state.terms
+        return self._complete("terms").terms if terms is None else terms
+
+    def _complete(self, field):
+        """Fill the cache ``field`` of the state ("kin", "velocity" or "terms"): on a backend with a compiled
+        finish all three at once, else the one asked for by the NumPy reference. Returns the new state."""
+        s = self.state
+        if self._finish is not None and self.integrator == "pbad" and self.order == 2:
+            s = self._finish(self.model, s)
+        elif field == "kin":
+            s = s._replace(kin=forward_kinematics(self.body, s.q))
+        elif field == "velocity":
+            s = s._replace(velocity=order2_velocity(self.model, s))
+        else:
+            s = s._replace(terms=energy_terms(self.model, s, self.kinematics(), self.qd))
+            s = self.state._replace(terms=s.terms)  # kinematics() / qd may have filled their caches meanwhile
+        self.state = s
+        return s
 
     @property
     def contact_impulses(self):
@@ -338,9 +384,22 @@ class Simulator:
         Returns diagnostics, each (B,): iterations, grad_norm, converged (explicit integrators: 0, 0, True); the
         impulse model adds contacts, lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged.
         """
-        tau = self._batch(np.zeros(self.body.nv) if tau is None else tau, self.body.nv, "tau")
-        self.state, info = self._step(self.model, self.state, tau, self.options)
-        return info.as_dict()
+        return self.step_info(tau).as_dict()
+
+    def step_info(self, tau=None):
+        """:meth:`step` returning the step's :class:`~pbad_gym.integrators.StepInfo` itself (unset fields None)."""
+        xp = self.xp
+        if type(tau) is xp.ndarray and tau.dtype == self.dtype and tau.shape == self._shape_tau:
+            if not bool(xp.isfinite(tau).all()):  # the common case: checked, not copied (steps never write tau)
+                raise ValueError("tau contains NaN or inf")
+        else:
+            tau = self._batch(np.zeros(self.body.nv) if tau is None else tau, self.body.nv, "tau")
+        old = self.state
+        new, info = self._step(self.model, old, tau, self.options)
+        if new.terms is not None and new.terms is old.terms:  # a step that does not know the caches kept them
+            new = new._replace(velocity=None, terms=None)
+        self.state = new
+        return info
 
     def __repr__(self):
         return (f"Simulator({self.body!r}, dt={self.dt}, integrator={self.integrator!r}, num_envs={self.num_envs}, "

@@ -230,7 +230,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     # --- state helpers --------------------------------------------------------------------------------------
     def centre_of_mass(self, kin=None):
         """Centre of mass (B, 3) [m] (NumPy) of the body at kinematics ``kin`` (default: the current state's);
-        :func:`pbad_gym.dynamics.centre_of_mass`."""
+        :func:`pbad_gym.dynamics.centre_of_mass`. For the current state's kinematics, on a backend whose step
+        computed it in its own call (numba), that value (:meth:`Simulator.energy_terms`; the same to round-off)."""
+        state = self.sim.state
+        if state.terms is not None and (kin is None or kin is state.kin) and state.kin is not None:
+            return state.terms.com
         return to_numpy(centre_of_mass(self.body, kin=self._kinematics() if kin is None else kin))
 
     def _kinematics(self):
@@ -260,47 +264,60 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     # --- action handling ------------------------------------------------------------------------------------
     def _check_action(self, action, batched=True):
         shape = (self.num_envs, len(self.actuated)) if batched else (len(self.actuated),)
-        a = np.asarray(to_numpy(action))
-        if a.dtype == object or not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) \
-                or a.dtype == bool:
+        a = action if type(action) is np.ndarray else np.asarray(to_numpy(action))
+        if a.dtype.kind != "f" and (a.dtype == object or a.dtype == bool or not np.issubdtype(a.dtype, np.integer)):
             raise TypeError(f"action must be a real-valued (float) array of shape {shape}, got dtype {a.dtype}")
         if a.shape != shape:
             layout = "(num_envs, actuators)" if batched else "(actuators,)"
             raise ValueError(f"action must have shape {shape} {layout}, got {a.shape}")
         a = a.astype(np.float64).reshape(self.num_envs, -1)
-        bad = ~np.all(np.isfinite(a), axis=1)
-        if bad.any():
+        ok = np.isfinite(a).all(1)
+        bad = ~ok
+        if not ok.all():
             if self.nonfinite_action == "raise":
                 raise ValueError(f"action contains NaN or inf in sub-environment(s) {np.nonzero(bad)[0].tolist()}; "
                                  "pass finite actions or construct the env with nonfinite_action='zero'")
             a = np.where(np.isfinite(a), a, 0.0)
-        return np.clip(a, -1.0, 1.0), bad
+        # np.clip's result for finite values, without its Python wrapper (a step-rate cost at small batches)
+        return np.minimum(np.maximum(a, -1.0, out=a), 1.0, out=a), bad
+
+    @staticmethod
+    def _finite_rows(q, qd, obs, reward):
+        """(B,) bool: every entry of the row's q, qd, obs and reward finite; None when all rows are (one sum
+        per array decides the common case: a NaN or inf anywhere makes the total non-finite, and a finite total
+        proves every entry finite; only a non-finite total, or an overflowing one, takes the per-row test)."""
+        with np.errstate(all="ignore"):
+            total = q.sum() + qd.sum() + obs.sum(dtype=np.float64) + reward.sum()
+        if np.isfinite(total):
+            return None
+        return np.isfinite(q).all(1) & np.isfinite(qd).all(1) & np.isfinite(obs).all(1) & np.isfinite(reward)
 
     # --- core step on all rows ------------------------------------------------------------------------------
     def _physics_step(self, action, skip=None):
         """One physics step of every row under clipped actions (B, n_act); rows in ``skip`` get zero torque.
         Returns (obs float32 (B, obs_dim), reward (B,), terminated (B,), diverged (B,), info)."""
-        sim, xp = self.sim, self.xp
-        B = self.num_envs
+        sim = self.sim
         snapshot = sim.snapshot()
         before = self._last_summary
         ctrl = action if skip is None else np.where(skip[:, None], 0.0, action)
-        tau = np.zeros((B, self.body.nv))
+        tau = np.zeros((self.num_envs, self.body.nv))
         tau[:, self.actuated] = ctrl * self.gear
+        if sim.device != "cpu" or sim.dtype != np.float64:
+            tau = self.xp.asarray(tau, dtype=sim.dtype)
         with np.errstate(all="ignore"):
-            res = sim.step(xp.asarray(tau, dtype=sim.dtype))
+            res = sim.step_info(tau)
             q, qd = self._state_numpy()
             kin = self._kinematics()
             obs = self._get_obs(q, qd, kin).astype(np.float32)  # finiteness is judged on what the agent receives
             after = self._summary(q, qd, kin)
             reward, terminated, info = self._get_rew(before, after, action)
-        converged = to_numpy(res["converged"]).astype(bool)
+            out_of_budget, _ = self.energy_budget.check()
+        converged = to_numpy(res.converged).astype(bool)
         self._unconverged = np.where(converged, 0, self._unconverged + 1)
-        finite = (np.all(np.isfinite(q), 1) & np.all(np.isfinite(qd), 1) & np.all(np.isfinite(obs), 1)
-                  & np.isfinite(reward))
-        with np.errstate(all="ignore"):
-            out_of_budget, _ = self.energy_budget.check(self.centre_of_mass(kin))
-        diverged = ~finite | out_of_budget | (self._unconverged > self.max_unconverged_steps)
+        finite = self._finite_rows(q, qd, obs, reward)
+        diverged = out_of_budget | (self._unconverged > self.max_unconverged_steps)
+        if finite is not None:
+            diverged |= ~finite
         self.energy_budget.accept(~diverged)
         if skip is not None:
             diverged &= ~skip
@@ -316,10 +333,12 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
                      for k, v in after.items()}
         self._last_summary = after
-        for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):
-            if key in res:
-                info[key] = to_numpy(res[key])
-        info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
+        if res.contacts is not None or res.lcp_iterations is not None or res.sqp_iterations is not None:
+            for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):
+                val = getattr(res, key)
+                if val is not None:
+                    info[key] = to_numpy(val)
+        info["iterations"] = to_numpy(res.iterations).astype(np.int64)
         info["converged"] = converged
         info["diverged"] = diverged
         return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
@@ -332,7 +351,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         qd = np.stack([s[1] for s in states])
         self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype),
                        rows=None if len(rows) == self.num_envs else mask)
-        self.energy_budget.start(rows, self.centre_of_mass(self._kinematics()))
+        self.energy_budget.start(rows)
         self._elapsed[rows] = 0
         self._unconverged[rows] = 0
         self._needs_reset[rows] = False

@@ -36,9 +36,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import to_numpy
-from ..dynamics import crba
-from ..energies import limit_terms, sphere_centres
-from ..energies.contact import normal_point_terms
 
 DEFAULT_SAFETY = 3.0
 
@@ -71,6 +68,11 @@ class EnergyBudget:
     sim: the Simulator. actuated (n_act,) DOF indices, gear (n_act,) [N m or N] the largest |τ| per actuator.
     ground: height [m] of the ground plane z = ground, or None without one. safety: factor (> 1) on the power
     coefficient c of both bounds.
+
+    The state's energy terms (kinetic energy, the actuators' coefficient from M⁻¹, limit and contact energies,
+    centre of mass) come from :meth:`Simulator.energy_terms`: on the numba backend the step's own compiled call
+    computes them, on numpy the reference (:func:`pbad_gym.integrators.state.energy_terms`); what is left here
+    is a few (B,) operations.
     """
 
     def __init__(self, sim, actuated, gear, ground=None, safety=DEFAULT_SAFETY):
@@ -79,6 +81,7 @@ class EnergyBudget:
         self.sim, self.safety = sim, float(safety)
         self.actuated = np.asarray(actuated, dtype=np.int64)
         self.gear = np.asarray(gear, dtype=np.float64)
+        sim.track_energy(self.actuated, self.gear)
         body = sim.body
         self.mass = body.total_mass
         g = np.asarray(to_numpy(sim.gravity), dtype=np.float64)
@@ -96,35 +99,28 @@ class EnergyBudget:
         self.K = np.zeros(B)  # energy of the last accepted state [J]
         self._pending = None
 
-    def measure(self, com):
-        """(K, KE [J], c [√J/s]), each (B,), of the Simulator's current state; com (B, 3) its centre of mass [m]."""
-        sim = self.sim
-        xp, body = sim.xp, sim.body
-        q, qd = sim.q, sim.qd
-        kin = sim.kinematics()
-        M = crba(body, q, kin)
-        ke = to_numpy(0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)).astype(np.float64)
-        act = self.actuated
-        Minv = to_numpy(xp.linalg.inv(M)[:, act[:, None], act[None, :]]).astype(np.float64)
-        c = np.sqrt(np.einsum("i,bij,j->b", self.gear, np.abs(Minv), self.gear)) + self.c_gravity
-        K = ke.copy()
-        if sim.forces.limit_stiffness > 0:
-            K += to_numpy(limit_terms(body, q, sim.forces.limit_stiffness, derivatives=False).value)
-        if sim.forces.contact is not None:
-            K += to_numpy(normal_point_terms(body, sphere_centres(body, kin), sim.forces.contact, False)[0])
+    def measure(self, com=None):
+        """(K, KE [J], c [√J/s]), each (B,) float64, of the Simulator's current state. com (B, 3): its centre of
+        mass [m]; None takes the one of :meth:`Simulator.energy_terms`."""
+        t = self.sim.energy_terms()
+        ke = t.kinetic if t.kinetic.dtype == np.float64 else t.kinetic.astype(np.float64)
+        c = t.actuation.astype(np.float64) + self.c_gravity
+        K = ke + t.limits + t.contact  # (float64 + float32 widens exactly)
         if self.floor is not None:
-            K -= self.mass * self.g[2] * (np.asarray(com, dtype=np.float64)[:, 2] - self.floor)
+            z = t.com[:, 2] if com is None else np.asarray(com, dtype=np.float64)[:, 2]
+            K -= self.mass * self.g[2] * (z - self.floor)
         return K, ke, c
 
-    def start(self, rows, com):
-        """Start the budgets of ``rows`` (index array) at the current (reset) state, centre of mass com (B, 3)."""
+    def start(self, rows, com=None):
+        """Start the budgets of ``rows`` (index array) at the current (reset) state, centre of mass com (B, 3)
+        (None: the Simulator's)."""
         K, _, _ = self.measure(com)
         self.K[rows] = K[rows]
         self.s[rows] = np.sqrt(np.maximum(K[rows], 0.0))
 
-    def check(self, com):
-        """After a step: (exceeded (B,) bool, K (B,) [J]) of the new state (centre of mass com (B, 3)). NaN counts
-        as exceeded. :meth:`accept` then commits the rows that go on."""
+    def check(self, com=None):
+        """After a step: (exceeded (B,) bool, K (B,) [J]) of the new state (centre of mass com (B, 3); None: the
+        Simulator's). NaN counts as exceeded. :meth:`accept` then commits the rows that go on."""
         K, ke, c = self.measure(com)
         c = self.safety * c
         dt = self.sim.dt
@@ -139,5 +135,8 @@ class EnergyBudget:
     def accept(self, rows):
         """Commit the last :meth:`check` for ``rows`` (bool mask (B,)): their budgets move on to the new state."""
         K, s = self._pending
-        self.K = np.where(rows, K, self.K)
-        self.s = np.where(rows, s, self.s)
+        if rows.all():  # the common case: every row goes on (no copies through np.where)
+            self.K, self.s = K, s
+        else:
+            self.K = np.where(rows, K, self.K)
+            self.s = np.where(rows, s, self.s)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..arrays import tree_map
-from ..energies import contact_state, sphere_forces
-from ..kinematics import forward_kinematics
+import numpy as np
+
+from ..arrays import to_numpy, tree_map, xp_of
+from ..dynamics import centre_of_mass, crba
+from ..energies import contact_state, limit_terms, sphere_centres, sphere_forces
+from ..energies.contact import normal_point_terms
+from ..kinematics import difference, forward_kinematics
 
 
 class StepModel(NamedTuple):
@@ -26,6 +30,39 @@ class StepModel(NamedTuple):
     gravity: object
     impulse: object = None
     lcp: object = None
+    gauge: object = None
+
+
+class EnergyGauge(NamedTuple):
+    """Which actuators the energy terms measure (envs/divergence.py): actuated (n,) int64 DOF indices and gear
+    (n,) float64, each actuator's largest |τ| [N m or N]."""
+
+    actuated: np.ndarray
+    gear: np.ndarray
+
+    @classmethod
+    def create(cls, actuated, gear):
+        """Validated, C-contiguous arrays (the compiled kernel takes them as they are)."""
+        act = np.ascontiguousarray(np.asarray(actuated, dtype=np.int64).reshape(-1))
+        g = np.ascontiguousarray(np.broadcast_to(np.asarray(gear, dtype=np.float64), act.shape))
+        if not np.all(np.isfinite(g)):
+            raise ValueError(f"gear must be finite, got {gear!r}")
+        return cls(act, g)
+
+
+class EnergyTerms(NamedTuple):
+    """The energy terms of a state that the divergence guard (envs/divergence.py) reads, each batched (B first):
+    kinetic ½q̇ᵀM(q)q̇ (B,) [J]; actuation c = √(Σ_ab gear_a gear_b |M⁻¹(q)|_ab) over the gauged DOFs (B,)
+    [√J/s] (the bound ‖τ‖_{M⁻¹} ≤ c on an actuator torque's power per √(2·KE); 0 without a gauge); limits
+    (B,) [J], the joint-limit penalty energy; contact (B,) [J], the penalty contact's normal energy D1/2·d²;
+    com (B, 3) [m], the centre of mass. The NumPy reference (:func:`energy_terms`) gives host float64 arrays, the
+    compiled kernel arrays of its dtype."""
+
+    kinetic: object
+    actuation: object
+    limits: object
+    contact: object
+    com: object
 
 
 class State(NamedTuple):
@@ -36,7 +73,9 @@ class State(NamedTuple):
     (B, K+1, nq): collocation's last nodes or None. contact: penalty ContactMemory of q_k or None. impulse: the
     impulse model's ImpulseState or None. force (B, S, 3) [N]: the ground force of the last step or None.
     fresh (B,) bool: reset since the last step. kin, kin_prev: kinematics of q and q_prev (caches, None until
-    needed). time [s].
+    needed). time [s]. velocity (B, nv): order 2's (q ⊖ q_prev)/Δt and terms (:class:`EnergyTerms`): caches of
+    the new state that a compiled step fills in the same call (None until needed; every step that changes q
+    drops them).
     """
 
     q: object
@@ -50,6 +89,8 @@ class State(NamedTuple):
     kin: object = None
     kin_prev: object = None
     time: float = 0.0
+    velocity: object = None
+    terms: object = None
 
     def take(self, idx):
         """The rows ``idx`` of every batched field."""
@@ -57,7 +98,7 @@ class State(NamedTuple):
 
     def with_rows(self, idx, new):
         """A copy with rows ``idx`` of every field that both States hold replaced by ``new``'s; fields either
-        lacks keep this State's value, and the cached kinematics are dropped."""
+        lacks keep this State's value, and the caches (kinematics, velocity, energy terms) are dropped."""
         def put(cur, val):
             out = cur.copy()
             out[idx] = val
@@ -65,8 +106,11 @@ class State(NamedTuple):
 
         fields = {k: (tree_map(put, getattr(self, k), getattr(new, k))
                       if getattr(self, k) is not None and getattr(new, k) is not None else getattr(self, k))
-                  for k in self._fields if k not in ("kin", "kin_prev", "time")}
-        return State(**fields, kin=None, kin_prev=None, time=self.time)
+                  for k in self._fields if k not in CACHES + ("time",)}
+        return State(**fields, time=self.time)
+
+
+CACHES = ("kin", "kin_prev", "velocity", "terms")  # State fields derived from the others
 
 
 class StepInfo(NamedTuple):
@@ -108,7 +152,8 @@ def with_kinematics(model, state):
 def advance(model, state, q_prev, q, kinematics=forward_kinematics, **fields):
     """The State after a step that produced (q_prev, q): kinematics of the new q (by ``kinematics``; None leaves
     them to be computed when asked for), and for penalty contact the force the step applied (the new poses with
-    the step's lagged memory) and the memory of the new q_k."""
+    the step's lagged memory) and the memory of the new q_k. The velocity and energy-terms caches of the old state
+    are dropped (unless given in ``fields``)."""
     body, contact, force = model.body, state.contact, state.force
     kin = None if kinematics is None else kinematics(body, q)
     if model.forces.contact is not None:
@@ -116,5 +161,35 @@ def advance(model, state, q_prev, q, kinematics=forward_kinematics, **fields):
         contact = contact_state(body, kin, model.forces.contact, model.dt, prev=contact)
     fresh = None if state.fresh is None else state.fresh & False
     kin_prev = state.kin if q_prev is state.q else None  # collocation's q_prev is a node, not q_k
+    fields = {"velocity": None, "terms": None, **fields}
     return state._replace(q=q, q_prev=q_prev, contact=contact, force=force, fresh=fresh, kin=kin,
                           kin_prev=kin_prev, time=state.time + model.dt, **fields)
+
+
+def energy_terms(model, state, kin, qd):
+    """The NumPy (or CuPy) reference of :class:`EnergyTerms` of ``state`` with kinematics ``kin`` of its q and
+    velocity qd (B, nv), for the DOFs and gears of ``model.gauge`` (host float64 arrays, as the divergence guard
+    has always measured them: the mass matrix by CRBA, M⁻¹ by the array module's inverse)."""
+    body, forces, q = model.body, model.forces, state.q
+    xp = xp_of(q)
+    M = crba(body, q, kin)
+    ke = to_numpy(0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)).astype(np.float64)
+    B = ke.shape[0]
+    gauge = model.gauge
+    if gauge is None or len(gauge.actuated) == 0:
+        act = np.zeros(B)
+    else:
+        a = gauge.actuated
+        Minv = to_numpy(xp.linalg.inv(M)[:, a[:, None], a[None, :]]).astype(np.float64)
+        act = np.sqrt(np.einsum("i,bij,j->b", gauge.gear, np.abs(Minv), gauge.gear))
+    limits = (to_numpy(limit_terms(body, q, forces.limit_stiffness, derivatives=False).value).astype(np.float64)
+              if forces.limit_stiffness > 0 else np.zeros(B))
+    contact = (to_numpy(normal_point_terms(body, sphere_centres(body, kin), forces.contact, False)[0]).astype(
+        np.float64) if forces.contact is not None else np.zeros(B))
+    com = np.asarray(to_numpy(centre_of_mass(body, kin=kin)), dtype=np.float64)
+    return EnergyTerms(ke, act, limits, contact, com)
+
+
+def order2_velocity(model, state):
+    """(q ⊖ q_prev)/Δt (B, nv): order 2's velocity of ``state`` (NumPy / CuPy reference)."""
+    return difference(model.body, state.q_prev, state.q) / model.dt

@@ -1,8 +1,10 @@
 """The numba kernel behind the step contract: ``step(model, state, tau, options) -> (State, StepInfo)``."""
 from __future__ import annotations
 
-from ...integrators.state import StepInfo, advance, with_contact_memory
-from .step import forward_kinematics_numba, pbad_step_numba
+from ...energies import ContactMemory
+from ...integrators.state import EnergyTerms, StepInfo, with_contact_memory
+from .model import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+from .step import finish_numba, forward_kinematics_numba, kernel_step
 
 # Compiled kinematics.forward_kinematics (same Kinematics to round-off). Its compiled entry lives in core.py beside
 # the step, so that an edit of the kernel's kinematics invalidates both caches (numba checks only the timestamp of
@@ -10,14 +12,31 @@ from .step import forward_kinematics_numba, pbad_step_numba
 forward_kinematics = forward_kinematics_numba
 
 
+def terms_of(out):
+    """:class:`EnergyTerms` (views) of the kernel's terms output (B, N_TERMS)."""
+    return EnergyTerms(out[:, T_KINETIC], out[:, T_ACTUATION], out[:, T_LIMITS], out[:, T_CONTACT],
+                       out[:, T_COM:T_COM + 3])
+
+
 def step(model, state, tau, options):
     """The order-2 PBAD step with penalty contact and LM, compiled (same numbers as ``integrators.pbad.step`` to
-    round-off). The kernel needs no kinematics: they are computed (compiled) only where the contact memory needs
-    them and otherwise left for the next :meth:`Simulator.kinematics` call."""
+    round-off), as ONE kernel call that also leaves what the environment reads of the new state: its velocity,
+    kinematics, energy terms (``model.gauge``'s actuators) and, with contact, the new contact memory and the
+    ground force the step applied (what ``integrators.state.advance`` computes in NumPy)."""
     state = with_contact_memory(model, state, forward_kinematics)
-    q_next, iterations, grad_norm, converged = pbad_step_numba(
-        model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter, tol=options.tol,
-        hessian=options.hessian, contact=state.contact)
-    lazy = model.forces.contact is None
-    new = advance(model, state, state.q, q_next, kinematics=None if lazy else forward_kinematics)
-    return new, StepInfo(iterations, grad_norm, converged)
+    r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
+                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, gauge=model.gauge)
+    contact, force = state.contact, state.force
+    if r.contact is not None:
+        contact, force = ContactMemory(*r.contact), r.force
+    fresh = None if state.fresh is None else state.fresh & False
+    new = state._replace(q=r.q, q_prev=state.q, contact=contact, force=force, fresh=fresh, kin=r.kin,
+                         kin_prev=state.kin, time=state.time + model.dt, velocity=r.qd, terms=terms_of(r.terms))
+    return new, StepInfo(r.iterations, r.grad_norm, r.converged)
+
+
+def finish(model, state):
+    """``state`` with its velocity, kinematics and energy terms filled in by the kernel's compiled code (the
+    values a step leaves, for a state that did not come out of one: a reset, a restore)."""
+    qd, kin, terms = finish_numba(model.body, state.q_prev, state.q, model.dt, model.forces, gauge=model.gauge)
+    return state._replace(velocity=qd, kin=kin, terms=terms_of(terms))

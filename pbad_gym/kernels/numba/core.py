@@ -17,8 +17,9 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION, F_GRAVITY, F_LIMITS,
-                    F_MAX_ITER, S_CONTACT_D, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0,
-                    S_SLIP_EPS, S_TOL, KernelForces, KernelModel)
+                    F_MAX_ITER, N_TERMS, S_CONTACT_D, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_K, S_MACH_EPS, S_MU,
+                    S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS, KernelForces,
+                    KernelModel)
 
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
@@ -670,6 +671,189 @@ def solve_damped(H, D, mu, g, A, dx, piv):
     return True
 
 
+
+# --- what the environment reads of the new state (integrators/state.py advance, envs/divergence.py) ------------
+@_jit
+def mass_matrix(m, R, t, w, v, K, Xk, M, s33, s3):
+    """Joint-space mass matrix M (nv, nv) at poses (R, t) with motion axes (w, v), as dynamics.crba: the links'
+    world spatial inertias (the inertia form of :func:`hessian` with W = 1) summed over subtrees, projected on
+    the DOF axes, armature on the diagonal. K (L, 6, 6), Xk (nv, 6) scratch."""
+    L, nv = m.mass.shape[0], m.dof_link.shape[0]
+    Wl, Sw, RS = s33[4], s33[5], s33[6]
+    cw, Rc = s3[5], s3[6]
+    for a in range(3):
+        for b in range(3):
+            Wl[a, b] = 1.0 if a == b else 0.0
+    for i in range(L):
+        mi = m.mass[i]
+        for a in range(3):
+            Rc[a] = R[i, a, 0] * m.c[i, 0] + R[i, a, 1] * m.c[i, 1] + R[i, a, 2] * m.c[i, 2]
+            cw[a] = Rc[a] + mi * t[i, a]
+            for b in range(3):
+                RS[a, b] = R[i, a, 0] * m.S[i, 0, b] + R[i, a, 1] * m.S[i, 1, b] + R[i, a, 2] * m.S[i, 2, b]
+        for a in range(3):
+            for b in range(3):
+                Sw[a, b] = (RS[a, 0] * R[i, b, 0] + RS[a, 1] * R[i, b, 1] + RS[a, 2] * R[i, b, 2]
+                            + t[i, a] * Rc[b] + Rc[a] * t[i, b] + mi * t[i, a] * t[i, b])
+        for a in range(6):
+            for b in range(6):
+                K[i, a, b] = 0.0
+        _spatial_form(mi, cw, Sw, Wl, K, i, s33[7])
+    for n in range(L - 1, -1, -1):
+        i = m.order[n]
+        p = m.parent[i]
+        if p >= 0:
+            for a in range(6):
+                for b in range(6):
+                    K[p, a, b] += K[i, a, b]
+    for k in range(nv):
+        l = m.dof_link[k]
+        s6 = (w[k, 0], w[k, 1], w[k, 2], v[k, 0], v[k, 1], v[k, 2])
+        for a in range(6):
+            x = 0.0
+            for b in range(6):
+                x += K[l, a, b] * s6[b]
+            Xk[k, a] = x
+    for j in range(nv):
+        for k in range(nv):
+            M[j, k] = 0.0
+    hw = m.hess_weight
+    for j in range(nv):
+        for k in range(nv):
+            c = hw[j, k]
+            if c != 0.0:
+                p = c * (w[j, 0] * Xk[k, 0] + w[j, 1] * Xk[k, 1] + w[j, 2] * Xk[k, 2]
+                         + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
+                M[j, k] += p
+                M[k, j] += p
+    for k in range(nv):
+        M[k, k] += m.armature[k]
+
+
+@_jit
+def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zero, piv, s33, s3, out):
+    """The divergence guard's measure of one state (envs/divergence.py, integrators/state.py energy_terms) into
+    out (N_TERMS,): kinetic energy ½q̇ᵀMq̇ [J], the actuation coefficient c = √(Σ_ab gear_a gear_b |M⁻¹|_ab)
+    over the DOFs ``act`` (n_act,) with ``gear`` (n_act,) [√J/s], limit energy [J], contact normal energy [J]
+    and the centre of mass (3,) [m]. q (nq,), qd (nv,), (R, t, w, v) the kinematics of q. M⁻¹'s columns come
+    from one Cholesky factor of M (LU with pivoting, as LAPACK's inverse, if M is not positive definite)."""
+    sc, fl = fo.scalars, fo.flags
+    nv = m.dof_link.shape[0]
+    mass_matrix(m, R, t, w, v, K, Xk, M, s33, s3)
+    ke = 0.0
+    for j in range(nv):
+        mq = 0.0
+        for k in range(nv):
+            mq += M[j, k] * qd[k]
+        ke += qd[j] * mq
+    out[T_KINETIC] = 0.5 * ke
+    c2 = 0.0
+    n_act = act.shape[0]
+    if n_act > 0:
+        spd = True
+        for j in range(nv):  # Cholesky of M, lower triangle in A
+            s = M[j, j]
+            for k in range(j):
+                s -= A[j, k] * A[j, k]
+            if not s > 0.0:
+                spd = False
+                break
+            s = math.sqrt(s)
+            A[j, j] = s
+            for i in range(j + 1, nv):
+                y = M[i, j]
+                for k in range(j):
+                    y -= A[i, k] * A[j, k]
+                A[i, j] = y / s
+        for k in range(nv):
+            zero[k] = 0.0
+        for a in range(n_act):
+            col = act[a]
+            if spd:  # x = M⁻¹ e_col by the two triangular solves
+                for i in range(nv):
+                    y = 1.0 if i == col else 0.0
+                    for k in range(i):
+                        y -= A[i, k] * x[k]
+                    x[i] = y / A[i, i]
+                for i in range(nv - 1, -1, -1):
+                    y = x[i]
+                    for k in range(i + 1, nv):
+                        y -= A[k, i] * x[k]
+                    x[i] = y / A[i, i]
+            else:
+                for k in range(nv):
+                    e[k] = -1.0 if k == col else 0.0
+                solve_damped(M, zero, 0.0, e, A, x, piv)
+            s = 0.0
+            for b in range(n_act):
+                s += gear[b] * abs(x[act[b]])
+            c2 += gear[a] * s
+    out[T_ACTUATION] = math.sqrt(c2)
+    vl = 0.0
+    if fl[F_LIMITS]:
+        for j in range(m.lim_on.shape[0]):
+            if m.lim_on[j]:
+                qi = q[m.lim_q[j]]
+                over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
+                vl += over * over
+        vl = 0.5 * sc[S_LIMIT_K] * vl
+    out[T_LIMITS] = vl
+    vc = 0.0
+    if fl[F_CONTACT]:
+        h, p0 = sc[S_HEIGHT], m.sph_p0
+        for s_ in range(m.sph_link.shape[0]):
+            l = m.sph_link[s_]
+            pz = t[l, 2] + (R[l, 2, 0] * p0[s_, 0] + R[l, 2, 1] * p0[s_, 1] + R[l, 2, 2] * p0[s_, 2])
+            d = max(0.0, m.sph_r[s_] - (pz - h))
+            vc += d * d
+        vc = 0.5 * sc[S_CONTACT_K] * vc
+    out[T_CONTACT] = vc
+    total = 0.0
+    c0 = c1 = c2_ = 0.0
+    c = m.c
+    for i in range(m.mass.shape[0]):
+        mi = m.mass[i]
+        total += mi
+        c0 += R[i, 0, 0] * c[i, 0] + R[i, 0, 1] * c[i, 1] + R[i, 0, 2] * c[i, 2] + mi * t[i, 0]
+        c1 += R[i, 1, 0] * c[i, 0] + R[i, 1, 1] * c[i, 1] + R[i, 1, 2] * c[i, 2] + mi * t[i, 1]
+        c2_ += R[i, 2, 0] * c[i, 0] + R[i, 2, 1] * c[i, 1] + R[i, 2, 2] * c[i, 2] + mi * t[i, 2]
+    out[T_COM], out[T_COM + 1], out[T_COM + 2] = c0 / total, c1 / total, c2_ / total
+
+
+@_jit
+def contact_update(m, fo, R, t, cP, cact, cnorm, canc, r, nP, nact, nnorm, nanc, force, gP, HP, P):
+    """Row r of the contact memory of the new state and of the ground force the step applied (energies/contact.py
+    contact_state with ``prev`` = the step's memory (cP, cact, cnorm, canc), and sphere_forces = −∂E/∂P at the
+    new poses (R, t) with that memory)."""
+    sc = fo.scalars
+    k_n, h, eps = sc[S_CONTACT_K], sc[S_HEIGHT], sc[S_SLIP_EPS]
+    coulomb = fo.flags[F_FRICTION] == 1
+    for s in range(m.sph_link.shape[0]):
+        sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
+        d = max(0.0, m.sph_r[s] - (P[2] - h))
+        on = d > 0
+        nact[r, s] = on
+        nnorm[r, s] = k_n * d
+        for a in range(3):
+            force[r, s, a] = -gP[a]
+            nP[r, s, a] = P[a]
+            nanc[r, s, a] = P[a]
+        if coulomb and on and cact[s]:  # a sphere that stayed in contact: its anchor drags to within ε
+            x0, x1 = P[0] - canc[s, 0], P[1] - canc[s, 1]
+            sn = math.sqrt(x0 * x0 + x1 * x1)
+            f = max(0.0, 1.0 - eps / max(sn, 1e-300))
+            nanc[r, s, 0] = canc[s, 0] + x0 * f
+            nanc[r, s, 1] = canc[s, 1] + x1 * f
+
+
+@_jit
+def _finish_scratch(m, dtype):
+    """Scratch of :func:`energy_terms_row` beyond the step's: x, e, zero (nv,), velocity (nv,), terms row."""
+    nv = m.dof_link.shape[0]
+    return (np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype),
+            np.empty(N_TERMS, dtype))
+
+
 # --- one trajectory -------------------------------------------------------------------------------------------
 @_jit
 def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, R, t, w, v, Rj, R2, G, f,
@@ -700,8 +884,16 @@ def _scratch(m, dtype):
 
 
 @_jit
-def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, r0, r1):
+def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
+              out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r0, r1):
     """The step of trajectories r0 … r1−1, each running its own Levenberg-Marquardt to convergence.
+
+    With ``want`` != 0 each row also leaves what the environment reads of its new state (one call per env step,
+    no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
+    out_v: the LM's own evaluation at its accepted point), the divergence guard's energy terms (out_terms, see
+    :func:`energy_terms_row`; DOFs ``act`` with ``gear``) and, with contact, the new contact memory (out_cP,
+    out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With want == 0 these
+    outputs are not touched (they may be empty).
 
     Views of arrays bump their (atomic) reference counts, and threads sharing an array fight over its count's
     cache line: each chunk works on its own copies of the constants and of its rows' inputs."""
@@ -735,6 +927,9 @@ def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, o
     piv = np.empty(nv, np.int64)
     qpred = np.empty(nq, dtype)
     s33, s3, s36 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype)
+    xv, ev, zv, qdr, trow = _finish_scratch(m, dtype)
+    act, gear = act.copy(), gear.copy()
+    dt = sc[S_DT]
     for r in range(r0, r1):
         for k in range(qc.shape[0]):
             qp[k], qc[k] = q_prev[r, k], q_cur[r, k]
@@ -818,13 +1013,36 @@ def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, o
         for k in range(nq):
             out_q[r, k] = xs[cu, k]
         out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
+        if want != 0:
+            difference(m, qc, xs[cu], dv)
+            for k in range(nv):
+                qdr[k] = dv[k] / dt
+                out_qd[r, k] = qdr[k]
+            Rc_, tc_, wc_, vc_ = Rs[cu], ts[cu], ws[cu], vs[cu]
+            for i in range(L):
+                for a in range(3):
+                    out_t[r, i, a] = tc_[i, a]
+                    for b in range(3):
+                        out_R[r, i, a, b] = Rc_[i, a, b]
+            for k in range(nv):
+                for a in range(3):
+                    out_w[r, k, a] = wc_[k, a]
+                    out_v[r, k, a] = vc_[k, a]
+            energy_terms_row(m, fo, act, gear, xs[cu], qdr, Rc_, tc_, wc_, vc_, K, Xk, H, Af, xv, ev, zv, piv, s33,
+                             s3, trow)
+            for k in range(N_TERMS):
+                out_terms[r, k] = trow[k]
+            if fl[F_CONTACT]:
+                contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
+                               out_force, s3[3], s33[3], s3[4])
 
 
 @njit(cache=True, parallel=True, nogil=True)
 def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
                sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
-               out_it, out_gn, out_conv, nchunks):
+               out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP,
+               out_cact, out_cnorm, out_canc, out_force, nchunks):
     """The batch split into ``nchunks`` contiguous chunks run by the thread pool (scratch once per chunk).
 
     Arguments are the fields of KernelModel and KernelForces, flat: numba types plain arrays in C at dispatch,
@@ -835,21 +1053,25 @@ def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, 
     fo = KernelForces(gravity, drag, damping, flags, scalars)
     B = q_cur.shape[0]
     for k in prange(nchunks):
-        step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
-                  k * B // nchunks, (k + 1) * B // nchunks)
+        step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear,
+                  want, out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc,
+                  out_force, k * B // nchunks, (k + 1) * B // nchunks)
 
 
 @njit(cache=True, nogil=True)
 def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
                       lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
                       armature, sph_p0, sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact,
-                      cnorm, canc, out_q, out_it, out_gn, out_conv):
+                      cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w,
+                      out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
     fo = KernelForces(gravity, drag, damping, flags, scalars)
-    step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, 0, q_cur.shape[0])
+    step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
+              out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, 0,
+              q_cur.shape[0])
 
 
 @njit(cache=True, nogil=True)
@@ -864,3 +1086,36 @@ def kinematics_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, l
     Rj, R2 = np.empty((L, 3, 3), q.dtype), np.empty((L, 3, 3), q.dtype)
     for r in range(q.shape[0]):
         forward_kinematics(m, q[r], R[r], t[r], w[r], v[r], Rj, R2)
+
+
+@njit(cache=True, nogil=True)
+def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+                 sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
+                 sph_r, gravity, drag, damping, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
+                 out_v, out_terms):
+    """What :func:`step_rows` leaves with ``want`` for a state that did not come out of a step (a reset, a
+    restore): velocity (q ⊖ q_prev)/Δt (B, nv), kinematics of q and the energy terms (B, N_TERMS) — the same
+    compiled code, so a row's values do not depend on which of the two computed them."""
+    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
+                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
+                    sph_p0, sph_r)
+    fo = KernelForces(gravity, drag, damping, flags, scalars)
+    dtype = q.dtype
+    L, nv = mass.shape[0], dof_link.shape[0]
+    dt = scalars[S_DT]
+    Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)
+    K, Xk = np.empty((L, 6, 6), dtype), np.empty((nv, 6), dtype)
+    M, A = np.empty((nv, nv), dtype), np.empty((nv, nv), dtype)
+    dv, piv = np.empty(nv, dtype), np.empty(nv, np.int64)
+    s33, s3 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype)
+    xv, ev, zv, qdr, trow = _finish_scratch(m, dtype)
+    for r in range(q.shape[0]):
+        difference(m, q_prev[r], q[r], dv)
+        for k in range(nv):
+            qdr[k] = dv[k] / dt
+            out_qd[r, k] = qdr[k]
+        forward_kinematics(m, q[r], out_R[r], out_t[r], out_w[r], out_v[r], Rj, R2)
+        energy_terms_row(m, fo, act, gear, q[r], qdr, out_R[r], out_t[r], out_w[r], out_v[r], K, Xk, M, A, xv, ev,
+                         zv, piv, s33, s3, trow)
+        for k in range(N_TERMS):
+            out_terms[r, k] = trow[k]

@@ -17,6 +17,10 @@ FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
 # indices into KernelForces.flags / KernelForces.scalars
 F_GRAVITY, F_DRAG, F_CONTACT, F_FRICTION, F_LIMITS, F_DAMPING, F_ARMATURE, F_EXACT, F_MAX_ITER = range(9)
 S_DT, S_TOL, S_LIMIT_K, S_CONTACT_K, S_CONTACT_D, S_MU, S_SLIP_EPS, S_HEIGHT, S_MACH_EPS, S_MU0 = range(10)
+# columns of the energy-terms output (B, N_TERMS) of the kernel's finish (integrators.state.EnergyTerms' fields):
+# kinetic energy [J], actuation coefficient [√J/s], limit energy [J], contact normal energy [J], centre of mass [m]
+T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, T_COM = 0, 1, 2, 3, 4
+N_TERMS = 7
 
 
 class KernelModel(NamedTuple):

@@ -1,16 +1,19 @@
 """Entry point of the compiled order-2 PBAD step (the numba implementation of the step contract)."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ...energies import ForceModel, contact_state
 from ...kinematics import Kinematics, forward_kinematics
 from . import core, threads
-from .model import kernel_forces, kernel_model
+from .model import N_TERMS, kernel_forces, kernel_model
 
 HESSIANS = ("exact", "gauss_newton")
 SERIAL_BELOW = 4  # batches smaller than this run on the calling thread (no thread-pool launch)
 _FORCES: dict = {}
+_NO_GAUGE: dict = {}
 
 
 def supports(body, forces=None, *, integrator="pbad", order=2, optimizer="lm", contact_model="penalty",
@@ -70,10 +73,121 @@ def _no_contact(empty, B, dtype):
 
 
 def _arr(a, dtype, shape=None):
-    a = np.ascontiguousarray(a, dtype=dtype)
+    """``a`` as a C-contiguous NumPy array of ``dtype`` (itself when it already is one) of ``shape``."""
+    if not (type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous):
+        a = np.ascontiguousarray(a, dtype=dtype)
     if shape is not None and a.shape != shape:
         raise ValueError(f"expected an array of shape {shape}, got {a.shape}")
     return a
+
+
+class KernelStep(NamedTuple):
+    """One compiled step's results, each batched (B first), NumPy in the kernel's dtype: q (B, nq), iterations
+    (B,) int64, grad_norm (B,), converged (B,) bool; with ``finish``: qd (B, nv) = (q ⊖ q_cur)/Δt, kin (the
+    Kinematics of q), terms (B, N_TERMS) (model.T_* columns: the divergence guard's energy terms), and with contact
+    the new ContactMemory fields (P, active, normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the
+    step applied as ``force`` (else None)."""
+
+    q: np.ndarray
+    iterations: np.ndarray
+    grad_norm: np.ndarray
+    converged: np.ndarray
+    qd: np.ndarray = None
+    kin: Kinematics = None
+    terms: np.ndarray = None
+    contact: tuple = None
+    force: np.ndarray = None
+
+
+def _empty_outputs(consts, dtype):
+    """Zero-row stand-ins for the finish outputs (same dtypes and ranks as the real ones, so that both calls hit
+    one compiled specialisation; the kernel does not touch them when ``want`` is 0)."""
+    key = ("empty", np.dtype(dtype).str)
+    if key not in consts[2]:
+        m = consts[0]
+        L, nv, S = m.mass.shape[0], m.dof_link.shape[0], m.sph_r.shape[0]
+        consts[2][key] = (np.zeros((0, nv), dtype), np.zeros((0, L, 3, 3), dtype), np.zeros((0, L, 3), dtype),
+                          np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((0, N_TERMS), dtype),
+                          np.zeros((0, S, 3), dtype), np.zeros((0, S), np.bool_), np.zeros((0, S), dtype),
+                          np.zeros((0, S, 3), dtype), np.zeros((0, S, 3), dtype))
+    return consts[2][key]
+
+
+def _gauge_arrays(gauge, dtype):
+    """(actuated DOFs (n,) int64, gear (n,) in the kernel's dtype) of an energy gauge (an object with fields
+    ``actuated`` and ``gear``, e.g. integrators.state.EnergyGauge); None measures no actuators (c = 0)."""
+    if gauge is None:
+        key = np.dtype(dtype).str
+        if key not in _NO_GAUGE:
+            _NO_GAUGE[key] = (np.zeros(0, np.int64), np.zeros(0, dtype))
+        return _NO_GAUGE[key]
+    gear = gauge.gear
+    return gauge.actuated, (gear if gear.dtype == dtype else gear.astype(dtype))
+
+
+def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
+                gauge=None):
+    """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
+    the environment reads of the new state, from the same call (velocity, kinematics, the guard's energy terms
+    for the DOFs and gears of ``gauge`` — an integrators.state.EnergyGauge or None —, new contact memory and
+    force). Inputs that are already C-contiguous arrays of the kernel's dtype and shape are passed as they are."""
+    if hessian not in HESSIANS:
+        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
+    if not isinstance(forces, ForceModel):
+        forces = as_force_model(forces)
+    dtype = q_cur.dtype
+    if dtype != np.float64 and dtype != np.float32:
+        raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
+    max_iter = 50 if max_iter is None else int(max_iter)
+    tol = (1e-9 if dtype == np.float64 else 1e-5) if tol is None else float(tol)
+    B, nq, nv = q_cur.shape[0], body.nq, body.nv
+    q_cur = _arr(q_cur, dtype, (B, nq))
+    q_prev = _arr(q_prev, dtype, (B, nq))
+    tau = _arr(tau, dtype, (B, nv))
+    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
+    m, fo, empty = consts
+    n_s = m.sph_r.shape[0]
+    has_contact = forces.contact is not None
+    if has_contact:
+        if contact is None:
+            contact = contact_state(body, forward_kinematics(body, q_cur), forces.contact, dt)
+        P, active, normal, anchor = contact_fields(contact)
+        cP = _arr(P, dtype, (B, n_s, 3))
+        cact = active if (type(active) is np.ndarray and active.dtype == np.bool_ and active.flags.c_contiguous) \
+            else np.ascontiguousarray(active, dtype=np.bool_)
+        cnorm = _arr(normal, dtype, (B, n_s))
+        canc = cP if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
+    else:
+        cP, cact, cnorm = _no_contact(empty, B, dtype)
+        canc = cP
+    out_q = np.empty((B, nq), dtype)
+    out_it = np.empty(B, np.int64)
+    out_gn = np.empty(B, dtype)
+    out_conv = np.empty(B, np.bool_)
+    act, gear = _gauge_arrays(gauge, dtype)
+    if finish:
+        L = body.L
+        outs = (np.empty((B, nv), dtype), np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype),
+                np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype), np.empty((B, N_TERMS), dtype))
+        if has_contact:
+            outs += (np.empty((B, n_s, 3), dtype), np.empty((B, n_s), np.bool_), np.empty((B, n_s), dtype),
+                     np.empty((B, n_s, 3), dtype), np.empty((B, n_s, 3), dtype))
+        else:
+            outs += _empty_outputs(consts, dtype)[6:]
+    else:
+        outs = _empty_outputs(consts, dtype)
+    nthreads = 1 if B < SERIAL_BELOW else threads.num_threads()
+    if nthreads == 1:
+        core.step_batch_serial(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
+                               act, gear, int(finish), *outs)
+    else:
+        core.step_batch(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act,
+                        gear, int(finish), *outs, min(B, nthreads))
+    if not finish:
+        return KernelStep(out_q, out_it, out_gn, out_conv)
+    qd, R, t, w, v, terms = outs[:6]
+    return KernelStep(out_q, out_it, out_gn, out_conv, qd, Kinematics(R, t, w, v), terms,
+                      outs[6:10] if has_contact else None, outs[10] if has_contact else None)
 
 
 def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None):
@@ -85,43 +199,26 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
     float32); contact: the lagged contact memory of q_cur (energies.contact_state's dict, or a NamedTuple with its
     fields), computed here when the force model has contact and none is given.
     """
-    if hessian not in HESSIANS:
-        raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
-    if not isinstance(forces, ForceModel):
-        forces = as_force_model(forces)
-    dtype = q_cur.dtype
-    if dtype != np.float64 and dtype != np.float32:
-        raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
-    max_iter = 50 if max_iter is None else int(max_iter)
-    tol = (1e-9 if dtype == np.float64 else 1e-5) if tol is None else float(tol)
-    B = q_cur.shape[0]
-    q_cur = _arr(q_cur, dtype, (B, body.nq))
-    q_prev = _arr(q_prev, dtype, (B, body.nq))
-    tau = _arr(tau, dtype, (B, body.nv))
-    m, fo, empty = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
-    n_s = m.sph_r.shape[0]
-    if forces.contact is not None:
-        if contact is None:
-            contact = contact_state(body, forward_kinematics(body, q_cur), forces.contact, dt)
-        P, active, normal, anchor = contact_fields(contact)
-        cP = _arr(P, dtype, (B, n_s, 3))
-        cact = np.ascontiguousarray(active, dtype=np.bool_)
-        cnorm = _arr(normal, dtype, (B, n_s))
-        canc = cP if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
-    else:
-        cP, cact, cnorm = _no_contact(empty, B, dtype)
-        canc = cP
-    out_q = np.empty((B, body.nq), dtype)
-    out_it = np.empty(B, np.int64)
-    out_gn = np.empty(B, dtype)
-    out_conv = np.empty(B, np.bool_)
-    nthreads = 1 if B < SERIAL_BELOW else threads.num_threads()
-    if nthreads == 1:
-        core.step_batch_serial(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv)
-    else:
-        core.step_batch(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
-                        min(B, nthreads))
-    return out_q, out_it, out_gn, out_conv
+    r = kernel_step(body, q_prev, q_cur, tau, dt, forces, max_iter=max_iter, tol=tol, hessian=hessian,
+                    contact=contact)
+    return r.q, r.iterations, r.grad_norm, r.converged
+
+
+def finish_numba(body, q_prev, q, dt, forces, *, gauge=None):
+    """(qd (B, nv), Kinematics of q, energy terms (B, N_TERMS)) of states (q_prev, q) (B, nq) by the kernel's
+    compiled code — the values a step with ``finish`` leaves, for a state that did not come out of a step."""
+    q = np.ascontiguousarray(q)
+    dtype, B = q.dtype, q.shape[0]
+    q_prev = _arr(q_prev, dtype, q.shape)
+    m = kernel_model(body, dtype)
+    fo = _constants(body, forces, float(dt), 50, 1e-9, "exact", dtype)[1]
+    act, gear = _gauge_arrays(gauge, dtype)
+    L, nv = body.L, body.nv
+    qd, terms = np.empty((B, nv), dtype), np.empty((B, N_TERMS), dtype)
+    R, t = np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype)
+    w, v = np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype)
+    core.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
+    return qd, Kinematics(R, t, w, v), terms
 
 
 def forward_kinematics_numba(body, q):
