@@ -3,6 +3,7 @@
     python scripts/dt_study.py energy [--env pbad_gym/Spider-v1] [--dt 0.05 0.025 0.01] [--rows 8] [--seconds 8]
         [--friction coulomb|viscous|none]
     python scripts/dt_study.py gait --dt 0.01 [--iterations 20] [--popsize 20] [--seconds 10] [--fine 10]
+        [--friction coulomb|viscous|none]
 
 ``energy``: uniformly random actions, each held for 0.05 s, on ``rows`` sub-environments; per step the change of
 the mechanical energy E (kinetic + joint-limit penalty + contact normal penalty + gravity, the divergence guard's
@@ -49,9 +50,9 @@ def energy_balance(env_id, dt, rows, seconds, **kwargs):
     return np.array(created), np.array(before)
 
 
-def gait_accuracy(env_id, dt, iterations, popsize, seconds, fine, seed=0):
+def gait_accuracy(env_id, dt, iterations, popsize, seconds, fine, seed=0, **kwargs):
     """(best speed of a generation, re-evaluated mean and std at dt, mean and std at dt / fine) [m/s]."""
-    env = make(env_id, dt, popsize)
+    env = make(env_id, dt, popsize, **kwargs)
     n_act = env.single_action_space.shape[0]
     x0 = np.concatenate([np.full(n_act, 0.5), [0.3], np.random.default_rng(seed).uniform(0, 1, n_act)])
 
@@ -63,7 +64,7 @@ def gait_accuracy(env_id, dt, iterations, popsize, seconds, fine, seed=0):
     rows = np.tile(best_x, (popsize, 1))
     again = gait_speed(env, rows, seconds, seed + 10 ** 6, 0.25, 3.0)
     env.close()
-    env = make(env_id, dt / fine, popsize)
+    env = make(env_id, dt / fine, popsize, **kwargs)
     small = gait_speed(env, rows, seconds, seed + 10 ** 6, 0.25, 3.0)
     env.close()
     return best, again.mean(), again.std(), small.mean(), small.std()
@@ -91,7 +92,7 @@ def main(argv=None):
                   f" ({time.perf_counter() - t0:.0f} s)", flush=True)
         else:
             best, m, s, mf, sf = gait_accuracy(args.env, dt, args.iterations, args.popsize, args.seconds or 10.0,
-                                               args.fine)
+                                               args.fine, **kwargs)
             print(f"{args.env} dt={dt}: best {best:.3f} m/s, re-evaluated {m:.3f} ± {s:.3f}, at dt/{args.fine} "
                   f"{mf:.3f} ± {sf:.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
