@@ -1,13 +1,19 @@
 """Batched Levenberg-Marquardt on a manifold (docs/physics.md §2).
 
-Trajectories iterate in lock-step; converged ones drop out of the working set (the arrays are compacted to the
-active trajectories), so each trajectory's numbers are the ones it would get alone.
+Trajectories iterate in lock-step, and each trajectory's numbers are the ones it would get alone. Two ways to
+leave converged trajectories behind:
+
+- compacted (the default on NumPy): converged ones drop out of the working set, so the arithmetic shrinks with
+  them; gathering the rows that go on needs their indices on the host (``nonzero``) several times an iteration;
+- masked (the default on device arrays): every iteration runs on the whole batch and ``where`` freezes converged
+  rows, so nothing has a data-dependent shape and the one host synchronisation per iteration is the "has every
+  trajectory converged?" test — on a GPU a few redundant rows cost less than a device-to-host round trip.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..arrays import xp_of
+from ..arrays import host_bool, xp_of
 
 _EPS_BAND = 64.0  # round-off band in units of machine epsilon · |E|
 
@@ -26,6 +32,11 @@ class LMResult:
     energy: object
     energy_history: list | None = None
     function_evals: object = None
+
+
+def _compacts(xp) -> bool:
+    """The default of ``compact``: True for NumPy, False for device array modules (CuPy)."""
+    return xp.__name__ == "numpy"
 
 
 def _solve_damped(H, D, mu, g, sqrt_hessian=False):
@@ -59,7 +70,7 @@ def _measure(g, D, ctx):
 
 
 def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6,
-                        record_history=False, sqrt_hessian=False):
+                        record_history=False, sqrt_hessian=False, compact=None):
     """Minimise an energy over a batch of B problems in lock-step.
 
     value_grad(x, idx) -> (E (B',), g (B', n), ctx): energy and gradient at x (B', n_x) for the trajectories
@@ -75,8 +86,12 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     problems: F = W½ J), solved by QR for accuracy on ill-conditioned problems.
     Steps are accepted only when the energy decreases, or when it rises by no more than round-off while the
     predicted decrease is itself below round-off (near the minimum E cannot resolve the step; g still can).
+    compact: drop converged trajectories from the working set (True) or freeze them by masks (False); None picks
+    True on NumPy arrays and False on device arrays (see the module docstring). Both give the same numbers.
     """
     xp = xp_of(x0)
+    if not (_compacts(xp) if compact is None else compact):
+        return _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_history, sqrt_hessian)
     B = x0.shape[0]
     x = x0.copy()
     E, g, ctx = value_grad(x, None)
@@ -95,19 +110,12 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         # all active (the common case): slices give views instead of fancy-index copies
         sel, ix = (None, slice(None)) if idx.size == B else (idx, idx)
         gi, Hi, Di, Ei = g[ix], H[ix], D[ix], E[ix]
-        dx = _solve_damped(Hi, Di, mu[ix], gi, sqrt_hessian)
-        Hdx = (Hi @ dx[..., None])[..., 0]
-        curv = xp.sum(Hdx * Hdx, -1) if sqrt_hessian else xp.sum(dx * Hdx, -1)
-        pred = -(xp.sum(gi * dx, -1) + 0.5 * curv)
-        ok = xp.all(xp.isfinite(dx), -1)
-        dx = xp.where(ok[:, None], dx, 0.0)
+        dx, pred, ok = _trial_step(Hi, Di, mu[ix], gi, sqrt_hessian)
         x_try = retract(x[ix], sel, dx)
         E_try, g_try, ctx_try = value_grad(x_try, sel)
-        band = _EPS_BAND * eps * xp.maximum(xp.abs(Ei), xp.abs(E_try))
-        accept = ok & ((E_try < Ei) | ((E_try <= Ei + band) & (pred <= band)))
+        accept = ok & _acceptable(Ei, E_try, pred, eps)
         iters[ix] += 1
-        # μ = 0 is allowed (pure Newton while steps are accepted); a rejection restarts damping at 1e-6 at least
-        mu[ix] = xp.where(accept, mu[ix] / 3.0, xp.minimum(xp.maximum(mu[ix] * 10.0, 1e-6), 1e12))
+        mu[ix] = _next_damping(mu[ix], accept)
         gn_try = _measure(g_try, Di, ctx_try)  # D from the last Hessian: it barely moves within a step
         need = accept & (gn_try >= tol)
         rows = xp.nonzero(need)[0]
@@ -129,5 +137,73 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
             h = xp.full(B, xp.nan, dtype=x.dtype)
             h[acc] = E[acc]
             history.append(h)
+    conv = conv | (gnorm < tol)
+    return LMResult(x, iters, gnorm, conv, E, history)
+
+
+def _trial_step(H, D, mu, g, sqrt_hessian):
+    """The damped step δ (B', n) (zero where the solve failed), its predicted decrease (B',) and whether it is
+    finite (B',)."""
+    xp = xp_of(g)
+    dx = _solve_damped(H, D, mu, g, sqrt_hessian)
+    Hdx = (H @ dx[..., None])[..., 0]
+    curv = xp.sum(Hdx * Hdx, -1) if sqrt_hessian else xp.sum(dx * Hdx, -1)
+    pred = -(xp.sum(g * dx, -1) + 0.5 * curv)
+    ok = xp.all(xp.isfinite(dx), -1)
+    return xp.where(ok[:, None], dx, 0.0), pred, ok
+
+
+def _acceptable(E, E_try, pred, eps):
+    """The accept test (B',) bool: a decrease, or a rise within round-off when the model predicts no more."""
+    xp = xp_of(E)
+    band = _EPS_BAND * eps * xp.maximum(xp.abs(E), xp.abs(E_try))
+    return (E_try < E) | ((E_try <= E + band) & (pred <= band))
+
+
+def _next_damping(mu, accept):
+    """μ after an accepted (÷3) or rejected (×10, at least 1e-6, at most 1e12) step. μ = 0 is allowed (pure
+    Newton while steps are accepted); a rejection restarts damping at 1e-6 at least."""
+    xp = xp_of(mu)
+    return xp.where(accept, mu / 3.0, xp.minimum(xp.maximum(mu * 10.0, 1e-6), 1e12))
+
+
+def _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_history, sqrt_hessian):
+    """:func:`levenberg_marquardt` with converged trajectories frozen by masks instead of dropped: the same
+    numbers per trajectory (the energy, gradient and Hessian of one row do not depend on the others), one host
+    decision per iteration."""
+    xp = xp_of(x0)
+    B = x0.shape[0]
+    x = x0.copy()
+    E, g, ctx = value_grad(x, None)
+    H, D = hessian(ctx)
+    mu = xp.full(B, mu0, dtype=x.dtype)
+    iters = xp.zeros(B, dtype=xp.int64)
+    conv = xp.zeros(B, dtype=bool)
+    gnorm = _measure(g, D, ctx)
+    history = [] if record_history else None
+    eps = xp.finfo(x.dtype).eps
+    for _ in range(max_iter):
+        conv = conv | (gnorm < tol)
+        active = ~conv
+        if not host_bool(xp.any(active), "lm: any trajectory not converged"):
+            break
+        dx, pred, ok = _trial_step(H, D, mu, g, sqrt_hessian)
+        x_try = retract(x, None, dx)
+        E_try, g_try, ctx_try = value_grad(x_try, None)
+        accept = active & ok & _acceptable(E, E_try, pred, eps)
+        iters = iters + active
+        mu = xp.where(active, _next_damping(mu, accept), mu)
+        gn_try = _measure(g_try, D, ctx_try)
+        need = accept & (gn_try >= tol)
+        H_new, D_new = hessian(ctx_try)
+        m = getattr(ctx_try, "measure", None)
+        gn_new = m if m is not None else xp.max(xp.abs(g_try) / D_new, axis=-1)
+        gn_try = xp.where(need, gn_new, gn_try)
+        H = xp.where(need.reshape((-1,) + (1,) * (H.ndim - 1)), H_new, H)
+        D = xp.where(need[:, None], D_new, D)
+        x = xp.where(accept[:, None], x_try, x)
+        E, g, gnorm = xp.where(accept, E_try, E), xp.where(accept[:, None], g_try, g), xp.where(accept, gn_try, gnorm)
+        if record_history:
+            history.append(xp.where(accept, E, xp.nan))
     conv = conv | (gnorm < tol)
     return LMResult(x, iters, gnorm, conv, E, history)
