@@ -214,11 +214,13 @@ def _cross_tw(t, i, w, v, j):
 
 # --- link terms (energies/inertia.py, drag.py, gravity.py, contact.py) ----------------------------------------
 @_jit
-def _affine_link(m, i, R, t, A, b, W, use_w, scale, G, f, s33):
-    """scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i (every array indexed by link): adds ∂/∂R, ∂/∂t to G[i],
-    f[i] and returns the value (s33 (≥3, 3, 3) scratch: D, ½∂/∂R, u | ½∂/∂t)."""
-    mi = m.mass[i]
-    c, S = m.c, m.S
+def _affine_link(mass, c, S, i, R, t, A, b, W, use_w, scale, G, f, s33):
+    """scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i (every array indexed by link; mass, c, S: the links' mass
+    moments): adds ∂/∂R, ∂/∂t to G[i], f[i] and returns the value (s33 (≥3, 3, 3) scratch: D, ½∂/∂R, u | ½∂/∂t).
+
+    Helpers called per link or per sphere take the arrays they read, not the KernelModel: a call that LLVM does
+    not inline passes every field of a NamedTuple argument (26 arrays), which cost more than the arithmetic."""
+    mi = mass[i]
     for a in range(3):
         s33[2, 0, a] = t[i, a] - b[i, a]
         for k in range(3):
@@ -252,16 +254,15 @@ def _affine_link(m, i, R, t, A, b, W, use_w, scale, G, f, s33):
 
 
 @_jit
-def sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
-    """Ground-contact point energy of sphere s at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3)
-    when ``want_h``; its centre into P (3,). Returns the value."""
-    sc = fo.scalars
+def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
+    """Ground-contact point energy of sphere s (links sph_link, centres p0, radii sph_r; friction code fr,
+    KernelForces scalars sc) at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3) when ``want_h``;
+    its centre into P (3,). Returns the value."""
     k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
-    l = m.sph_link[s]
-    p0 = m.sph_p0
+    l = sph_link[s]
     for a in range(3):
         P[a] = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
-    d = max(0.0, m.sph_r[s] - (P[2] - h))
+    d = max(0.0, sph_r[s] - (P[2] - h))
     val = 0.5 * k_n * d * d
     gP[0] = gP[1] = 0.0
     gP[2] = -k_n * d
@@ -270,7 +271,6 @@ def sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P)
             for b in range(3):
                 HP[a, b] = 0.0
         HP[2, 2] = k_n if d > 0 else 0.0
-    fr = fo.flags[F_FRICTION]
     if fr == 0:  # viscous
         kk = sc[S_CONTACT_D] / sc[S_DT] * (1.0 if cact[s] else 0.0)
         x0, x1 = P[0] - cP[s, 0], P[1] - cP[s, 1]
@@ -302,6 +302,18 @@ def sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P)
 
 
 @_jit
+def _sphere_idle(sph_link, p0, sph_r, h, s, R, t, cact):
+    """True when sphere s adds exactly zero to the energy, its gradient and its Hessian at poses (R, t): no
+    penetration (its centre's height as :func:`sphere_point_terms` computes it) and no lagged friction (not in
+    the contact memory's active set). A non-finite pose is never idle (its NaN must propagate as before)."""
+    if cact[s]:
+        return False
+    l = sph_link[s]
+    pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+    return sph_r[s] - (pz - h) <= 0.0
+
+
+@_jit
 def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3):
     """Value of the link terms (inertia, gravity, drag, contact) at poses (R, t); their pose gradients G, f."""
     sc, fl = fo.scalars, fo.flags
@@ -314,7 +326,7 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
                 G[i, a, k] = 0.0
     val_in = 0.0
     for i in range(L):
-        val_in += _affine_link(m, i, R, t, A, bt, Wd, False, 0.5 / (dt * dt), G, f, s33)
+        val_in += _affine_link(m.mass, m.c, m.S, i, R, t, A, bt, Wd, False, 0.5 / (dt * dt), G, f, s33)
     val = val_in
     if fl[F_GRAVITY]:
         g = fo.gravity
@@ -333,13 +345,16 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
     if fl[F_DRAG]:
         vd = 0.0
         for i in range(L):
-            vd += _affine_link(m, i, R, t, Rr, tr, Wd, True, 0.5 / dt, G, f, s33)
+            vd += _affine_link(m.mass, m.c, m.S, i, R, t, Rr, tr, Wd, True, 0.5 / dt, G, f, s33)
         val += vd
     if fl[F_CONTACT]:
         gP, HP, P = s3[3], s33[3], s3[4]
         vc = 0.0
-        for s in range(m.sph_link.shape[0]):
-            v_s = sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
+        sl, sp, sr_, fr, h = m.sph_link, m.sph_p0, m.sph_r, fl[F_FRICTION], sc[S_HEIGHT]
+        for s in range(sl.shape[0]):
+            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # adds exactly nothing: skip (most spheres, most steps)
+                continue
+            v_s = sphere_point_terms(sl, sp, sr_, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
             vc += v_s
             l, p0 = m.sph_link[s], m.sph_p0
             for a in range(3):
@@ -533,8 +548,11 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
     if fl[F_CONTACT]:
         gP, HP, P = s3[3], s33[3], s3[4]
         T, HT = s36[0], s36[1]
-        for s in range(m.sph_link.shape[0]):
-            sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, True, P)
+        sl, sp, sr_, fr, h = m.sph_link, m.sph_p0, m.sph_r, fl[F_FRICTION], sc[S_HEIGHT]
+        for s in range(sl.shape[0]):
+            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # zero Hessian block
+                continue
+            sphere_point_terms(sl, sp, sr_, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, True, P)
             P0, P1, P2 = P[0], P[1], P[2]
             # T = [−[P]×, 1]
             T[0, 0], T[0, 1], T[0, 2] = 0.0, P2, -P1
@@ -829,7 +847,8 @@ def contact_update(m, fo, R, t, cP, cact, cnorm, canc, r, nP, nact, nnorm, nanc,
     k_n, h, eps = sc[S_CONTACT_K], sc[S_HEIGHT], sc[S_SLIP_EPS]
     coulomb = fo.flags[F_FRICTION] == 1
     for s in range(m.sph_link.shape[0]):
-        sphere_point_terms(m, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
+        sphere_point_terms(m.sph_link, m.sph_p0, m.sph_r, fo.flags[F_FRICTION], sc, s, R, t, cP, cact, cnorm, canc,
+                           gP, HP, False, P)
         d = max(0.0, m.sph_r[s] - (P[2] - h))
         on = d > 0
         nact[r, s] = on

@@ -46,8 +46,9 @@ def as_force_model(forces):
 def contact_fields(contact):
     """(P, active, normal, anchor) of a lagged contact memory given as a dict or a NamedTuple with those field
     names; anchor may be missing (viscous friction)."""
-    get = contact.get if isinstance(contact, dict) else (lambda k, d=None: getattr(contact, k, d))
-    return get("P"), get("active"), get("normal"), get("anchor")
+    if isinstance(contact, dict):
+        return contact.get("P"), contact.get("active"), contact.get("normal"), contact.get("anchor")
+    return contact.P, contact.active, contact.normal, getattr(contact, "anchor", None)
 
 
 def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
