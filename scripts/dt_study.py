@@ -10,7 +10,8 @@ the mechanical energy E (kinetic + joint-limit penalty + contact normal penalty 
 measure) minus the actuators' work W = τ·(q_{k+1} ⊖ q_k). A step with ΔE − W > 0 created energy; damping, drag,
 friction and implicit dissipation can only make it negative. ``gait``: pycma CMA-ES over open-loop oscillators
 (pbad_gym.bench.search, the same parametrisation as ``pbad-bench search``) at step ``dt``; the best gait is then
-run again on fresh reset seeds at ``dt`` and at ``dt / fine``.
+run again on fresh reset seeds at ``dt`` and at ``dt / fine``; ``--env Ant-v5`` runs the same search on
+Gymnasium's MuJoCo Ant (``--dt`` is then MuJoCo's timestep, the env step staying 0.05 s).
 """
 from __future__ import annotations
 
@@ -26,7 +27,16 @@ from pbad_gym.kinematics import difference
 
 
 def make(env_id, dt, n, **kwargs):
-    return gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", dt=dt, **kwargs)
+    """A vector env of ``env_id`` stepping the physics at ``dt``: pbad_gym envs natively (env step = dt);
+    Gymnasium's MuJoCo envs (e.g. Ant-v5) synchronously with MuJoCo's timestep = dt and the env step kept at
+    0.05 s (frame_skip = 0.05 / dt), as Ant-v5 does at its own timestep 0.01 s."""
+    if env_id.startswith("pbad_gym/"):
+        return gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", dt=dt, **kwargs)
+    env = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="sync", frame_skip=int(round(0.05 / dt)),
+                             **kwargs)
+    for sub in env.envs:
+        sub.unwrapped.model.opt.timestep = dt
+    return env
 
 
 def energy_balance(env_id, dt, rows, seconds, **kwargs):
