@@ -286,8 +286,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         """(B,) bool: every entry of the row's q, qd, obs and reward finite; None when all rows are (one sum
         per array decides the common case: a NaN or inf anywhere makes the total non-finite, and a finite total
         proves every entry finite; only a non-finite total, or an overflowing one, takes the per-row test)."""
-        with np.errstate(all="ignore"):
-            total = q.sum() + qd.sum() + obs.sum(dtype=np.float64) + reward.sum()
+        total = q.sum() + qd.sum() + obs.sum(dtype=np.float64) + reward.sum()  # (called under np.errstate)
         if np.isfinite(total):
             return None
         return np.isfinite(q).all(1) & np.isfinite(qd).all(1) & np.isfinite(obs).all(1) & np.isfinite(reward)
@@ -312,9 +311,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = self._summary(q, qd, kin)
             reward, terminated, info = self._get_rew(before, after, action)
             out_of_budget, _ = self.energy_budget.check()
+            finite = self._finite_rows(q, qd, obs, reward)
         converged = to_numpy(res.converged).astype(bool)
         self._unconverged = np.where(converged, 0, self._unconverged + 1)
-        finite = self._finite_rows(q, qd, obs, reward)
         diverged = out_of_budget | (self._unconverged > self.max_unconverged_steps)
         if finite is not None:
             diverged |= ~finite

@@ -367,20 +367,21 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
 
 # --- joint terms (energies/actuation.py, joints.py) ----------------------------------------------------------
 @_jit
-def _chart_damping(m, q, qref, bvec, d1, d2, g, H, want_h, s33, s3):
+def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, bvec, d1, d2, g, H, want_h, s33, s3):
     """½ Σ b_j d_j² with b = bvec / d1 / d2 and d = q ⊖ q_ref in the actuation chart (damping: b/Δt; armature:
-    a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H."""
+    a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H. Takes the coordinate maps, not
+    the KernelModel (see :func:`_affine_link`)."""
     val = 0.0
-    for i in range(m.lin_q.shape[0]):
-        j = m.lin_v[i]
-        d = q[m.lin_q[i]] - qref[m.lin_q[i]]
+    for i in range(lin_q.shape[0]):
+        j = lin_v[i]
+        d = q[lin_q[i]] - qref[lin_q[i]]
         bj = bvec[j] / d1 / d2
         val += 0.5 * bj * d * d
         g[j] += bj * d
         if want_h:
             H[j, j] += bj
-    for i in range(m.quat_q.shape[0]):
-        a, v0 = m.quat_q[i], m.quat_v[i]
+    for i in range(quat_q.shape[0]):
+        a, v0 = quat_q[i], quat_v[i]
         rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
                                   q[a + 3])
         r = (rx, ry, rz)
@@ -451,10 +452,12 @@ def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h, s33, s3):
                     H[j, j] += k_l
         val += 0.5 * k_l * vl
     if fl[F_DAMPING]:
-        val += _chart_damping(m, q, qref, fo.damping, sc[S_DT], 1.0, g, H, want_h, s33, s3)
+        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.damping, sc[S_DT], 1.0, g, H,
+                              want_h, s33, s3)
     if fl[F_ARMATURE]:
         dt = sc[S_DT]
-        val += _chart_damping(m, q, qpred, m.armature, dt, dt, g, H, want_h, s33, s3)
+        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, m.armature, dt, dt, g, H, want_h,
+                              s33, s3)
     return val
 
 
