@@ -34,8 +34,11 @@ end by termination (the Spider falling: unhealthy) — maximise the return subje
 keeping the environment's reward (what metrics.csv reports) unchanged. The step that terminates an episode costs
 1 (truncations, time limits and ``info["diverged"]`` cost 0), so an episode's cost is 1 when it falls and 0
 otherwise and its expectation is the fall rate. A cost critic V_c learns the discounted cost (its own GAE,
-bootstrapped like the reward's), and the policy ascends (A_r − λ·A_c)/(1 + λ), with A_r normalised and A_c
-centred per minibatch when ``norm_adv`` (Ray, Achiam & Amodei 2019, "Benchmarking Safe Exploration in Deep RL").
+bootstrapped like the reward's), and the policy ascends (A_r − λ·A_c)/(1 + λ) (Ray, Achiam & Amodei 2019,
+"Benchmarking Safe Exploration in Deep RL"). With ``norm_adv`` A_r is normalised per minibatch as usual and A_c
+over the whole rollout (a minibatch may hold no step near a fall), so λ weighs the two in like units: λ = 1 is an
+even trade. (With A_c only centred, as first tried, λ ≈ 17 still let the Spider's fall rate grow with its speed,
+see BENCHMARKS.md.)
 After each rollout, before the update, the multiplier follows dual ascent on the rollout's measured fall rate
 (terminated / ended among the training episodes that ended in it): λ ← max(0, λ + lagrangian_lr·(fall rate −
 cost_limit)); no episode ended, no step. λ and the cost critic travel in the checkpoint (resume stays exact);
@@ -170,6 +173,7 @@ def plot_constrained_curve(csv_path, png_path) -> Path:
         bx.plot(xs[k - 1:], np.convolve(fr, np.ones(k) / k, "valid"), label="training fall rate (10-it. mean)")
     bx.plot(*col("eval_terminated"), "o-", ms=3, label="eval unhealthy share")
     bx.set_ylabel("share of episodes")
+    bx.set_ylim(-0.03, 1.03)
     bx.set_xlabel("env_steps")
     cx = bx.twinx()
     cx.plot(*col("lagrange_multiplier"), color="k", lw=1, label="λ")
@@ -340,6 +344,8 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                                                                              buf_val))
             if constrained:
                 b_adv_c, b_ret_c, b_cval = (batch(x) for x in (adv_c, ret_c, buf_cval))
+                if p.norm_adv:  # over the whole batch: a minibatch may hold no step near a fall
+                    b_adv_c = (b_adv_c - b_adv_c.mean()) / (b_adv_c.std() + 1e-8)
             n_batch = len(b_obs)
             clipfracs = []
             for _epoch in range(p.update_epochs):
@@ -356,8 +362,7 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                     if p.norm_adv:
                         mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
                     if constrained:
-                        mb_adv_c = b_adv_c[mb] - b_adv_c[mb].mean() if p.norm_adv else b_adv_c[mb]
-                        mb_adv = (mb_adv - lam * mb_adv_c) / (1.0 + lam)
+                        mb_adv = (mb_adv - lam * b_adv_c[mb]) / (1.0 + lam)
                     pg_loss = torch.max(-mb_adv * ratio,
                                         -mb_adv * torch.clamp(ratio, 1 - p.clip_coef, 1 + p.clip_coef)).mean()
                     if p.clip_vloss:
