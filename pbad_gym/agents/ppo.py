@@ -37,7 +37,7 @@ otherwise and its expectation is the fall rate. A cost critic V_c learns the dis
 bootstrapped like the reward's), and the policy ascends (A_r − λ·A_c)/(1 + λ) (Ray, Achiam & Amodei 2019,
 "Benchmarking Safe Exploration in Deep RL"). With ``norm_adv`` A_r is normalised per minibatch as usual and A_c
 over the whole rollout (a minibatch may hold no step near a fall), so λ weighs the two in like units: λ = 1 is an
-even trade. (With A_c only centred, as first tried, λ ≈ 17 still let the Spider's fall rate grow with its speed,
+even trade. (With A_c only centred, as first tried, λ rising to 18 still let the Spider's fall rate grow with its speed,
 see BENCHMARKS.md.)
 After each rollout, before the update, the multiplier follows dual ascent on the rollout's measured fall rate
 (terminated / ended among the training episodes that ended in it): λ ← max(0, λ + lagrangian_lr·(fall rate −
