@@ -160,3 +160,92 @@ def test_periodic_evaluation_chooses_the_best_policy(tmp_path):
         _cfg(tmp_path, "pendulum", eval_every=0)
     with pytest.raises(ValueError, match="select_max_terminated"):
         _cfg(tmp_path, "pendulum", select_max_terminated=1.5)
+
+
+# --- PPO-Lagrangian (ppo.cost_limit) ---
+
+def test_episode_cost_only_at_unhealthy_termination():
+    term = np.array([True, True, False, False, True])
+    valid = np.array([True, True, True, True, False])   # row 4: a NEXT_STEP reset step
+    diverged = np.array([False, True, True, False, False])
+    # row 0 fell (cost 1); row 1 diverged (a truncation, never terminated, but guarded); row 2 truncated as
+    # diverged; row 3 running or cut by the time limit; row 4 not a step of an episode
+    np.testing.assert_array_equal(ppo.episode_cost(term, valid, diverged), [1.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_lagrange_multiplier_dual_ascent():
+    step = ppo.lagrangian_step
+    assert step(1.0, 0.5, 0.1, 0.2) == pytest.approx(1.0 + 0.2 * 0.4)   # above the limit: λ rises
+    assert step(1.0, 0.0, 0.1, 0.2) == pytest.approx(1.0 - 0.2 * 0.1)   # below: λ falls
+    assert step(0.01, 0.0, 0.1, 0.2) == 0.0                             # ... clipped at 0
+    assert step(0.0, 0.1, 0.1, 0.2) == 0.0                              # at the limit: unchanged
+    assert step(0.7, None, 0.1, 0.2) == 0.7                             # no episode ended: no step
+
+
+def test_lagrangian_off_by_default_changes_nothing(tmp_path):
+    # cost_limit null (the default) leaves the other Lagrangian keys inert: same metrics, same columns, no cost
+    # critic in the checkpoint
+    a, b = tmp_path / "a", tmp_path / "b"
+    ppo.train(_cfg(tmp_path, "swimmer"), a, progress=False)
+    ppo.train(_cfg(tmp_path, "swimmer", cost_limit=None, lagrangian_lr=5.0, lagrangian_init=3.0), b,
+              progress=False)
+    assert _rows(a) == _rows(b)
+    with open(a / "metrics.csv") as f:
+        assert next(csv.reader(f)) == ppo.METRICS
+    ckpt = runio.load_pickle(a / "checkpoint.pkl")
+    assert not any(k.startswith("cost_critic") for k in ckpt["model"]) and "lagrange_multiplier" not in ckpt["state"]
+
+
+SPIDER = {"id": "pbad_gym/Spider-v1", "num_envs": 4, "kwargs": {"max_episode_steps": 40}}
+
+
+def _spider_cfg(**ppo_over):
+    # σ = 1 actions flip the Spider within a few dozen steps: most episodes end unhealthy
+    p = {"total_timesteps": 4 * 4 * 16, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2, "hidden": [16],
+         "init_log_std": 0.0, "cost_limit": 0.1, "lagrangian_lr": 0.5, "lagrangian_init": 0.2, **ppo_over}
+    return config_from_dict({"name": "t", "algo": "ppo", "seed": 1, "checkpoint_every": 2, "env": SPIDER, "ppo": p})
+
+
+def test_lagrangian_spider_resumes_exactly_and_tracks_the_fall_rate(tmp_path, monkeypatch):
+    pytest.importorskip("pbad_gym.envs.spider")
+    cfg = _spider_cfg()
+    a, c = tmp_path / "a", tmp_path / "c"
+    ppo.train(cfg, a, progress=False)
+    rows = _rows(a)
+    assert list(rows[0]) == [m for m in ppo.METRICS + ppo.LAGRANGIAN_METRICS if m not in ("wall_time", "sps")]
+    lam = 0.2
+    for r in rows:
+        n, falls = int(r["episodes"]), int(r["terminated"])
+        rate = falls / n if n else None
+        assert r["fall_rate"] == ("" if rate is None else str(rate))
+        lam = ppo.lagrangian_step(lam, rate, 0.1, 0.5)
+        assert float(r["lagrange_multiplier"]) == pytest.approx(lam)
+        assert float(r["cost_value_loss"]) >= 0
+    assert sum(int(r["terminated"]) for r in rows) > 0 and lam > 0.2  # the Spider falls: λ rose
+    ckpt = runio.load_pickle(a / "checkpoint.pkl")
+    assert ckpt["state"]["lagrange_multiplier"] == pytest.approx(lam)
+    assert any(k.startswith("cost_critic") for k in ckpt["model"])
+    assert (a / "learning_curve.png").exists()
+
+    # killed after iteration 3 (the last checkpoint after iteration 2, λ in it), resumed: the same metrics
+    real_append = runio.MetricsLog.append
+
+    def dying_append(self, row):
+        real_append(self, row)
+        if row["iteration"] == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(runio.MetricsLog, "append", dying_append)
+    with pytest.raises(KeyboardInterrupt):
+        ppo.train(cfg, c, progress=False)
+    monkeypatch.setattr(runio.MetricsLog, "append", real_append)
+    ppo.train(cfg, c, resume=True, progress=False)
+    assert _rows(c) == rows
+
+
+@pytest.mark.parametrize("key, value", [("cost_limit", 1.5), ("cost_limit", -0.1), ("cost_limit", "often"),
+                                        ("lagrangian_lr", 0.0), ("lagrangian_lr", -1.0),
+                                        ("lagrangian_init", -0.5)])
+def test_lagrangian_validation_names_the_key(tmp_path, key, value):
+    with pytest.raises(ValueError, match=key):
+        _cfg(tmp_path, "pendulum", **{key: value})

@@ -130,15 +130,28 @@ class PPOConfig:
     """initial log standard deviation of the Gaussian policy (state-independent; 0: σ = 1 on [-1, 1] actions)"""
     torch_threads: int = 1
     """torch intra-op threads (1: the environments use the other cores)"""
+    cost_limit: Optional[float] = None
+    """PPO-Lagrangian (None: off). The target share of training episodes that end by termination (e.g. the Spider
+    falling: unhealthy), each such ending costing 1 (truncations and divergences cost nothing); on, a cost critic
+    learns the discounted cost, the policy ascends (A_r − λ·A_c)/(1 + λ) and λ ≥ 0 follows dual ascent on the
+    measured fall rate (see lagrangian_lr). The environment's reward is unchanged (and is what metrics.csv reports)"""
+    lagrangian_lr: float = 0.1
+    """PPO-Lagrangian: dual-ascent step, λ ← max(0, λ + lagrangian_lr·(fall rate − cost_limit)) after every
+    iteration in which training episodes ended (fall rate: terminated / ended among them)"""
+    lagrangian_init: float = 0.0
+    """PPO-Lagrangian: the Lagrange multiplier λ at the first iteration (≥ 0)"""
 
     def __post_init__(self):
         _check_positive(self, ["total_timesteps", "num_steps", "num_minibatches", "update_epochs", "torch_threads",
                                "eval_every"])
         _check_positive(self, ["learning_rate", "clip_coef", "max_grad_norm", "target_kl", "clip_obs",
-                               "clip_reward"], integer=False)
-        for name in ("gamma", "gae_lambda", "select_max_terminated"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+                               "clip_reward", "lagrangian_lr"], integer=False)
+        for name in ("gamma", "gae_lambda", "select_max_terminated", "cost_limit"):
+            v = getattr(self, name)
+            if v is not None and not 0 <= v <= 1:
+                raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {v!r}")
+        if not self.lagrangian_init >= 0:
+            raise ValueError(f"PPOConfig.lagrangian_init must be a non-negative number, got {self.lagrangian_init!r}")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,22 @@ episode's last step minus after its first step, blank when the env reports no x_
 previous iteration's values are carried. ``episodes`` counts the episodes that ended, ``terminated`` /
 ``diverged`` how many of them ended so. The CleanRL diagnostics follow (value_loss, policy_loss, entropy,
 approx_kl, clipfrac, explained_variance) and ``sps`` (environment steps per second of the iteration).
+
+**PPO-Lagrangian** (``ppo.cost_limit`` set; off by default): a constrained objective on the share of episodes that
+end by termination (the Spider falling: unhealthy) — maximise the return subject to P(terminated) ≤ cost_limit,
+keeping the environment's reward (what metrics.csv reports) unchanged. The step that terminates an episode costs
+1 (truncations, time limits and ``info["diverged"]`` cost 0), so an episode's cost is 1 when it falls and 0
+otherwise and its expectation is the fall rate. A cost critic V_c learns the discounted cost (its own GAE,
+bootstrapped like the reward's), and the policy ascends (A_r − λ·A_c)/(1 + λ) (Ray, Achiam & Amodei 2019,
+"Benchmarking Safe Exploration in Deep RL"). With ``norm_adv`` A_r is normalised per minibatch as usual and A_c
+over the whole rollout (a minibatch may hold no step near a fall), so λ weighs the two in like units: λ = 1 is an
+even trade. (With A_c only centred, as first tried, λ rising to 18 still let the Spider's fall rate grow with its speed,
+see BENCHMARKS.md.)
+After each rollout, before the update, the multiplier follows dual ascent on the rollout's measured fall rate
+(terminated / ended among the training episodes that ended in it): λ ← max(0, λ + lagrangian_lr·(fall rate −
+cost_limit)); no episode ended, no step. λ and the cost critic travel in the checkpoint (resume stays exact);
+metrics.csv gains ``fall_rate``, ``lagrange_multiplier`` (the λ of that iteration's update) and
+``cost_value_loss``, and the learning curve a second panel with them.
 """
 from __future__ import annotations
 
@@ -46,6 +62,7 @@ METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", 
            "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_speed", "eval_terminated",
            "learning_rate",
            "value_loss", "policy_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "sps"]
+LAGRANGIAN_METRICS = ["fall_rate", "lagrange_multiplier", "cost_value_loss"]
 EPISODE_METRICS = ("return_best", "return_mean", "distance_best", "distance_mean")
 PLOT_EVERY = 20  # iterations between learning-curve redraws (a redraw costs about a second)
 
@@ -112,6 +129,67 @@ def load_best(obj: dict) -> PPOPolicy:
     return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
 
 
+def episode_cost(terminated, valid, diverged):
+    """PPO-Lagrangian's cost of a step, (n,) float64: 1 where a valid step ended its episode by termination (the
+    Spider falling: unhealthy), 0 elsewhere — truncations (time limit, ``info["diverged"]``) and the reset steps
+    of NEXT_STEP autoreset (``valid`` False) cost nothing."""
+    return (np.asarray(terminated, bool) & np.asarray(valid, bool) & ~np.asarray(diverged, bool)).astype(np.float64)
+
+
+def lagrangian_step(lam: float, fall_rate, cost_limit: float, lr: float) -> float:
+    """One dual-ascent step of the Lagrange multiplier: max(0, λ + lr·(fall_rate − cost_limit)); λ unchanged
+    when ``fall_rate`` is None (no episode ended)."""
+    if fall_rate is None:
+        return float(lam)
+    return max(0.0, float(lam) + lr * (float(fall_rate) - cost_limit))
+
+
+def plot_constrained_curve(csv_path, png_path) -> Path:
+    """The learning curve of a PPO-Lagrangian run: returns (training mean and deterministic evaluation) above,
+    the training fall rate, the evaluation's unhealthy share and λ below, against env steps."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .runio import _png_bytes, atomic_write_bytes
+
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+
+    def col(y):
+        pts = [(float(r["env_steps"]), float(r[y])) for r in rows if r.get(y) not in (None, "")]
+        return [q[0] for q in pts], [q[1] for q in pts]
+
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    ax.plot(*col("return_mean"), label="training return (mean)")
+    ax.plot(*col("eval_return"), "o-", ms=3, label="eval return (deterministic)")
+    ax.set_ylabel("return")
+    xs, fr = col("fall_rate")
+    if fr:  # the per-iteration rate is noisy: a running mean over 10 iterations
+        k = min(10, len(fr))
+        bx.plot(xs[k - 1:], np.convolve(fr, np.ones(k) / k, "valid"), label="training fall rate (10-it. mean)")
+    bx.plot(*col("eval_terminated"), "o-", ms=3, label="eval unhealthy share")
+    bx.set_ylabel("share of episodes")
+    bx.set_ylim(-0.03, 1.03)
+    bx.set_xlabel("env_steps")
+    cx = bx.twinx()
+    cx.plot(*col("lagrange_multiplier"), color="k", lw=1, label="λ")
+    cx.set_ylabel("λ")
+    for a in (ax, bx):
+        a.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    h1, l1 = bx.get_legend_handles_labels()
+    h2, l2 = cx.get_legend_handles_labels()
+    bx.legend(h1 + h2, l1 + l2, fontsize=8)
+    fig.tight_layout()
+    data = _png_bytes(fig)
+    plt.close(fig)
+    return atomic_write_bytes(png_path, data)
+
+
 def selection_key(eval_return: float, terminated: float, max_terminated: float) -> tuple:
     """Rank of a deterministic evaluation for choosing the best policy (larger is better): evaluations whose
     share of episodes ended by termination (the Spider falling: unhealthy) is at most ``max_terminated`` rank
@@ -165,14 +243,17 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     obs_dim, act_dim = obs_space.shape[0], space.shape[0]
     low, high = space.low.astype(np.float64), space.high.astype(np.float64)
 
+    constrained = p.cost_limit is not None  # PPO-Lagrangian
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    model = ActorCritic(obs_dim, act_dim, p.hidden, p.init_log_std).to(device)
+    model = ActorCritic(obs_dim, act_dim, p.hidden, p.init_log_std, cost_critic=constrained).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=p.learning_rate, eps=1e-5)
     obs_rms, ret_rms = RunningStats(obs_dim), RunningStats(())
     state = {"iteration": 0, "env_steps": 0, "wall_time": 0.0, "best_return": -np.inf,
              "carried": dict.fromkeys(EPISODE_METRICS)}
-    log = MetricsLog(run_dir / "metrics.csv", METRICS)
+    if constrained:
+        state["lagrange_multiplier"] = p.lagrangian_init
+    log = MetricsLog(run_dir / "metrics.csv", METRICS + LAGRANGIAN_METRICS if constrained else METRICS)
     if resume:
         ckpt = load_pickle(run_dir / "checkpoint.pkl")
         model.load_state_dict(ckpt["model"])
@@ -199,7 +280,7 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
 
     buf_obs = np.zeros((T, N, obs_dim), np.float32)
     buf_act = np.zeros((T, N, act_dim), np.float32)
-    buf_logp, buf_val, buf_rew = (np.zeros((T, N)) for _ in range(3))
+    buf_logp, buf_val, buf_rew, buf_cost, buf_cval = (np.zeros((T, N)) for _ in range(5))
     buf_term, buf_ended, buf_valid = (np.zeros((T, N), bool) for _ in range(3))
     row = {}
     bar = tqdm(total=num_iterations, initial=state["iteration"], disable=not progress, desc="ppo", unit="it")
@@ -221,12 +302,17 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
             for t in range(T):
                 o = observe(obs, update=True)
                 with torch.no_grad():
-                    action, logp, _, value = model.action_and_value(torch.as_tensor(o, device=device))
+                    o_t = torch.as_tensor(o, device=device)
+                    action, logp, _, value = model.action_and_value(o_t)
+                    if constrained:
+                        buf_cval[t] = model.cost_value(o_t).cpu().numpy()
                 a = action.cpu().numpy()
                 obs, reward, term, trunc, info = envs.step(np.clip(a, low, high).astype(space.dtype))
                 reward, term = np.asarray(reward, np.float64), np.asarray(term, bool)
                 ended, valid = term | np.asarray(trunc, bool), ~pending
                 tracker.step(reward, term, ended, valid, info)
+                if constrained:
+                    buf_cost[t] = episode_cost(term, valid, info.get("diverged", np.zeros(N, bool)))
                 if p.norm_reward:
                     disc_return = np.where(valid, p.gamma * disc_return + reward, disc_return)
                     ret_rms.update(disc_return[valid])
@@ -236,8 +322,18 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                 buf_rew[t], buf_term[t], buf_ended[t], buf_valid[t] = reward, term, ended, valid
                 pending = ended
             with torch.no_grad():
-                next_value = model.value(torch.as_tensor(observe(obs, update=False), device=device)).cpu().numpy()
+                o_t = torch.as_tensor(observe(obs, update=False), device=device)
+                next_value = model.value(o_t).cpu().numpy()
+                next_cval = model.cost_value(o_t).cpu().numpy() if constrained else None
             adv, ret = compute_gae(buf_rew, buf_val, next_value, buf_term, buf_ended, p.gamma, p.gae_lambda)
+            episodes = tracker.pop()
+            fall_rate = lam = None
+            if constrained:
+                adv_c, ret_c = compute_gae(buf_cost, buf_cval, next_cval, buf_term, buf_ended, p.gamma,
+                                           p.gae_lambda)
+                fall_rate = sum(e.terminated for e in episodes) / len(episodes) if episodes else None
+                lam = state["lagrange_multiplier"] = lagrangian_step(state["lagrange_multiplier"], fall_rate,
+                                                                     p.cost_limit, p.lagrangian_lr)
 
             keep = buf_valid.reshape(-1)
 
@@ -246,6 +342,10 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
 
             b_obs, b_act, b_logp, b_adv, b_ret, b_val = (batch(x) for x in (buf_obs, buf_act, buf_logp, adv, ret,
                                                                              buf_val))
+            if constrained:
+                b_adv_c, b_ret_c, b_cval = (batch(x) for x in (adv_c, ret_c, buf_cval))
+                if p.norm_adv:  # over the whole batch: a minibatch may hold no step near a fall
+                    b_adv_c = (b_adv_c - b_adv_c.mean()) / (b_adv_c.std() + 1e-8)
             n_batch = len(b_obs)
             clipfracs = []
             for _epoch in range(p.update_epochs):
@@ -261,6 +361,8 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                     mb_adv = b_adv[mb]
                     if p.norm_adv:
                         mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                    if constrained:
+                        mb_adv = (mb_adv - lam * b_adv_c[mb]) / (1.0 + lam)
                     pg_loss = torch.max(-mb_adv * ratio,
                                         -mb_adv * torch.clamp(ratio, 1 - p.clip_coef, 1 + p.clip_coef)).mean()
                     if p.clip_vloss:
@@ -270,6 +372,15 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                         v_loss = 0.5 * ((newvalue - b_ret[mb]) ** 2).mean()
                     entropy_loss = entropy.mean()
                     loss = pg_loss - p.ent_coef * entropy_loss + p.vf_coef * v_loss
+                    if constrained:
+                        new_cval = model.cost_value(b_obs[mb])
+                        if p.clip_vloss:
+                            c_clipped = b_cval[mb] + torch.clamp(new_cval - b_cval[mb], -p.clip_coef, p.clip_coef)
+                            vc_loss = 0.5 * torch.max((new_cval - b_ret_c[mb]) ** 2,
+                                                      (c_clipped - b_ret_c[mb]) ** 2).mean()
+                        else:
+                            vc_loss = 0.5 * ((new_cval - b_ret_c[mb]) ** 2).mean()
+                        loss = loss + p.vf_coef * vc_loss
                     optimizer.zero_grad()
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
@@ -280,7 +391,6 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
             var_y = np.var(y_true)
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
-            episodes = tracker.pop()
             if episodes:
                 rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
                 carried = {"return_best": rets.max(), "return_mean": rets.mean(),
@@ -304,6 +414,8 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                    "policy_loss": pg_loss.item(), "entropy": entropy_loss.item(), "approx_kl": approx_kl.item(),
                    "clipfrac": float(np.mean(clipfracs)), "explained_variance": _fmt(explained_var),
                    "sps": round(T * N / dt, 1)}
+            if constrained:
+                row.update(fall_rate=_fmt(fall_rate), lagrange_multiplier=lam, cost_value_loss=vc_loss.item())
             log.append(row)
             if p.eval_episodes > 0:
                 score = ev["return"] if evaluated else None
@@ -324,9 +436,13 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                     "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "state": state,
                     "rollout": pickle.dumps((envs, obs, tracker, disc_return, pending)) if persistent else None})
             if (it + 1) % PLOT_EVERY == 0 or it + 1 == num_iterations:
-                plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png")
+                plot = plot_constrained_curve if constrained else plot_learning_curve
+                plot(run_dir / "metrics.csv", run_dir / "learning_curve.png")
             bar.update(1)
-            bar.set_postfix(ret=row["return_mean"], sps=row["sps"])
+            if constrained:
+                bar.set_postfix(ret=row["return_mean"], fall=row["fall_rate"], lam=round(lam, 4), sps=row["sps"])
+            else:
+                bar.set_postfix(ret=row["return_mean"], sps=row["sps"])
     finally:
         bar.close()
         envs.close()

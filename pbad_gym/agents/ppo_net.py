@@ -30,16 +30,25 @@ def mlp(n_in, hidden, n_out, out_gain):
 
 
 class ActorCritic(nn.Module):
-    """Actor mean μ(o) (n, act_dim), log-std (act_dim,), critic V(o) (n,), on normalised observations (n, obs_dim)."""
+    """Actor mean μ(o) (n, act_dim), log-std (act_dim,), critic V(o) (n,), on normalised observations (n, obs_dim).
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden=(64, 64), init_log_std: float = 0.0):
+    ``cost_critic``: also a cost critic V_c(o) (n,) of the same shape (PPO-Lagrangian), built after the other
+    networks so that the actor and critic start from the same weights with or without it."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(64, 64), init_log_std: float = 0.0,
+                 cost_critic: bool = False):
         super().__init__()
         self.critic = mlp(obs_dim, hidden, 1, 1.0)
         self.actor_mean = mlp(obs_dim, hidden, act_dim, 0.01)
         self.actor_logstd = nn.Parameter(torch.full((act_dim,), float(init_log_std)))
+        self.cost_critic = mlp(obs_dim, hidden, 1, 1.0) if cost_critic else None
 
     def value(self, obs):
         return self.critic(obs).squeeze(-1)
+
+    def cost_value(self, obs):
+        """V_c(o) (n,) of the cost critic (only when built with ``cost_critic=True``)."""
+        return self.cost_critic(obs).squeeze(-1)
 
     def action_and_value(self, obs, action=None):
         """Sample an action (n, act_dim) when ``action`` is None; returns (action, log-prob (n,), entropy (n,),
