@@ -304,7 +304,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         if sim.device != "cpu" or sim.dtype != np.float64:
             tau = self.xp.asarray(tau, dtype=sim.dtype)
         with np.errstate(all="ignore"):
-            res = sim.step_info(tau)
+            res = sim.step(tau)
             q, qd = self._state_numpy()
             kin = self._kinematics()
             obs = self._get_obs(q, qd, kin).astype(np.float32)  # finiteness is judged on what the agent receives
@@ -312,7 +312,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             reward, terminated, info = self._get_rew(before, after, action)
             out_of_budget, _ = self.energy_budget.check()
             finite = self._finite_rows(q, qd, obs, reward)
-        converged = to_numpy(res.converged).astype(bool)
+        converged = to_numpy(res["converged"]).astype(bool)
         self._unconverged = np.where(converged, 0, self._unconverged + 1)
         diverged = out_of_budget | (self._unconverged > self.max_unconverged_steps)
         if finite is not None:
@@ -332,12 +332,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
                      for k, v in after.items()}
         self._last_summary = after
-        if res.contacts is not None or res.lcp_iterations is not None or res.sqp_iterations is not None:
+        if len(res) > 3:  # the impulse model's diagnostics
             for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):
-                val = getattr(res, key)
-                if val is not None:
-                    info[key] = to_numpy(val)
-        info["iterations"] = to_numpy(res.iterations).astype(np.int64)
+                if key in res:
+                    info[key] = to_numpy(res[key])
+        info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
         info["converged"] = converged
         info["diverged"] = diverged
         return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
