@@ -255,3 +255,48 @@ def test_forward_kinematics_matches_numpy(name):
     b = numba_kernel.forward_kinematics_numba(body, q)
     for x, y in zip(a, b):
         np.testing.assert_allclose(y, x, rtol=0, atol=1e-13)
+
+
+def _child_step(conn, env_id, actions):
+    """In a forked process: a 16-row batch (the parallel entry) stepped through ``actions``; sends observations."""
+    import gymnasium
+
+    env = gymnasium.make_vec(env_id, num_envs=16, vectorization_mode="vector_entry_point")
+    env.reset(seed=1)
+    conn.send([env.step(a)[0] for a in actions])
+    conn.close()
+
+
+def test_a_process_forked_after_a_parallel_launch_still_steps():
+    """GNU OpenMP is not fork-safe: a child forked (multiprocessing "fork", AsyncVectorEnv's default on Linux)
+    after the parent ran a parallel batch used to be terminated by numba at its own first parallel batch. It now
+    steps on its calling thread, with the parent's numbers."""
+    import multiprocessing
+    import time
+
+    import gymnasium
+
+    import pbad_gym  # noqa: F401
+
+    env_id = "pbad_gym/Swimmer-v1"
+    actions = np.random.default_rng(0).uniform(-1, 1, (3, 16, 3)).astype(np.float32)
+    env = gymnasium.make_vec(env_id, num_envs=16, vectorization_mode="vector_entry_point")
+    env.reset(seed=1)
+    expected = [env.step(a)[0] for a in actions]  # the parent's own parallel launches
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe()
+    child = ctx.Process(target=_child_step, args=(child_end, env_id, actions))
+    child.start()
+    got, deadline = None, time.monotonic() + 180
+    while time.monotonic() < deadline:  # fail fast when the child dies instead of sending
+        if parent_end.poll(0.5):
+            got = parent_end.recv()
+            break
+        if not child.is_alive():
+            break
+    child.join(30)
+    if child.is_alive():
+        child.kill()
+    assert got is not None, f"the forked child did not step (exit code {child.exitcode})"
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)

@@ -177,7 +177,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
             outs += _empty_outputs(consts, dtype)[6:]
     else:
         outs = _empty_outputs(consts, dtype)
-    nthreads = 1 if B < SERIAL_BELOW else threads.num_threads()
+    nthreads = 1 if B < SERIAL_BELOW or not threads.parallel_allowed() else threads.num_threads()
     if nthreads == 1:
         core.step_batch_serial(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
                                act, gear, int(finish), *outs)

@@ -11,11 +11,14 @@ used at run time (e.g. to a Ray actor's ``num_cpus``).
 """
 from __future__ import annotations
 
+import logging
 import os
 
 import numba
 
 PRIORITY = ["omp", "tbb", "workqueue"]
+log = logging.getLogger(__name__)
+_POOL_PID = None  # the process that launched the kernel's first parallel batch
 
 
 def configure():
@@ -42,3 +45,25 @@ def threading_layer() -> str:
         return numba.threading_layer()
     except ValueError:  # not launched yet
         return str(numba.config.THREADING_LAYER)
+
+
+def parallel_allowed() -> bool:
+    """Whether this process may launch a parallel batch: False in a process forked (``multiprocessing``'s "fork",
+    Gymnasium's AsyncVectorEnv on Linux) from one whose GNU OpenMP pool was already started — OpenMP is not
+    fork-safe there and numba would terminate the child. Such a child then steps on the calling thread (the
+    serial entry, the same numbers), and says so once. Call it right before a parallel launch."""
+    global _POOL_PID
+    pid = os.getpid()
+    if _POOL_PID is None:
+        _POOL_PID = pid
+    if _POOL_PID == pid:
+        return True
+    if threading_layer() != "omp":  # tbb and workqueue pools survive a fork
+        _POOL_PID = pid
+        return True
+    if _POOL_PID > 0:
+        log.warning("pbad_gym numba kernel: this process was forked after its parent started GNU OpenMP, which is "
+                    "not fork-safe; stepping on one thread here (use the 'spawn' or 'forkserver' start method, or "
+                    "NUMBA_THREADING_LAYER=workqueue, for parallel stepping in subprocesses)")
+        _POOL_PID = -_POOL_PID  # warned
+    return False
