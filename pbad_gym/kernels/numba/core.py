@@ -492,6 +492,21 @@ def wrench_gradient(m, R, t, w, v, G, f, wr, g):
 
 # --- Hessian (integrators/pbad.py step_hessian, kinematics/chain_rule.py generalized_hessian) ----------------
 @_jit
+def _world_moments(mi, c, S, R, t, i, cw, Sw, Rc, RS):
+    """World first moment cw (3,) = R c_i + m_i t and second moment Sw (3, 3) = R S_i Rᵀ + t (Rc)ᵀ + Rc tᵀ + m_i t tᵀ
+    of link i at pose (R[i], t[i]), from its body-frame moments c (L, 3), S (L, 3, 3); Rc, RS scratch."""
+    for a in range(3):
+        Rc[a] = R[i, a, 0] * c[i, 0] + R[i, a, 1] * c[i, 1] + R[i, a, 2] * c[i, 2]
+        cw[a] = Rc[a] + mi * t[i, a]
+        for b in range(3):
+            RS[a, b] = R[i, a, 0] * S[i, 0, b] + R[i, a, 1] * S[i, 1, b] + R[i, a, 2] * S[i, 2, b]
+    for a in range(3):
+        for b in range(3):
+            Sw[a, b] = (RS[a, 0] * R[i, b, 0] + RS[a, 1] * R[i, b, 1] + RS[a, 2] * R[i, b, 2]
+                        + t[i, a] * Rc[b] + Rc[a] * t[i, b] + mi * t[i, a] * t[i, b])
+
+
+@_jit
 def _spatial_form(mi, cw, Sw, W, K, i, cx):
     """K += ∫ρ (ω×P + v)ᵀ W (ω×P + v) as a 6x6 form from world moments into K[i] (kinematics/spatial.py)."""
     # rotational block Σ_kl S_kl [e_k]×ᵀ W [e_l]× written out with the Levi-Civita symbol
@@ -526,15 +541,7 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
     cw, Rc = s3[5], s3[6]
     for i in range(L):
         mi = m.mass[i]
-        for a in range(3):
-            Rc[a] = R[i, a, 0] * m.c[i, 0] + R[i, a, 1] * m.c[i, 1] + R[i, a, 2] * m.c[i, 2]
-            cw[a] = Rc[a] + mi * t[i, a]
-            for b in range(3):
-                RS[a, b] = R[i, a, 0] * m.S[i, 0, b] + R[i, a, 1] * m.S[i, 1, b] + R[i, a, 2] * m.S[i, 2, b]
-        for a in range(3):
-            for b in range(3):
-                Sw[a, b] = (RS[a, 0] * R[i, b, 0] + RS[a, 1] * R[i, b, 1] + RS[a, 2] * R[i, b, 2]
-                            + t[i, a] * Rc[b] + Rc[a] * t[i, b] + mi * t[i, a] * t[i, b])
+        _world_moments(mi, m.c, m.S, R, t, i, cw, Sw, Rc, RS)
         for a in range(6):
             for b in range(6):
                 K[i, a, b] = 0.0
@@ -707,15 +714,7 @@ def mass_matrix(m, R, t, w, v, K, Xk, M, s33, s3):
             Wl[a, b] = 1.0 if a == b else 0.0
     for i in range(L):
         mi = m.mass[i]
-        for a in range(3):
-            Rc[a] = R[i, a, 0] * m.c[i, 0] + R[i, a, 1] * m.c[i, 1] + R[i, a, 2] * m.c[i, 2]
-            cw[a] = Rc[a] + mi * t[i, a]
-            for b in range(3):
-                RS[a, b] = R[i, a, 0] * m.S[i, 0, b] + R[i, a, 1] * m.S[i, 1, b] + R[i, a, 2] * m.S[i, 2, b]
-        for a in range(3):
-            for b in range(3):
-                Sw[a, b] = (RS[a, 0] * R[i, b, 0] + RS[a, 1] * R[i, b, 1] + RS[a, 2] * R[i, b, 2]
-                            + t[i, a] * Rc[b] + Rc[a] * t[i, b] + mi * t[i, a] * t[i, b])
+        _world_moments(mi, m.c, m.S, R, t, i, cw, Sw, Rc, RS)
         for a in range(6):
             for b in range(6):
                 K[i, a, b] = 0.0
