@@ -93,13 +93,7 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     if not (_compacts(xp) if compact is None else compact):
         return _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_history, sqrt_hessian)
     B = x0.shape[0]
-    x = x0.copy()
-    E, g, ctx = value_grad(x, None)
-    H, D = hessian(ctx)
-    mu = xp.full(B, mu0, dtype=x.dtype)
-    iters = xp.zeros(B, dtype=xp.int64)
-    conv = xp.zeros(B, dtype=bool)
-    gnorm = _measure(g, D, ctx)
+    x, E, g, H, D, mu, iters, conv, gnorm = _start(value_grad, hessian, x0, mu0)
     history = [] if record_history else None
     eps = xp.finfo(x.dtype).eps
     for _ in range(max_iter):
@@ -141,6 +135,18 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     return LMResult(x, iters, gnorm, conv, E, history)
 
 
+def _start(value_grad, hessian, x0, mu0):
+    """LM's state at x0 (B, n_x): x (a copy), E, g, H, D, μ = mu0, iteration counts 0, converged False, and the
+    convergence measure."""
+    xp = xp_of(x0)
+    B = x0.shape[0]
+    x = x0.copy()
+    E, g, ctx = value_grad(x, None)
+    H, D = hessian(ctx)
+    mu = xp.full(B, mu0, dtype=x.dtype)
+    return x, E, g, H, D, mu, xp.zeros(B, dtype=xp.int64), xp.zeros(B, dtype=bool), _measure(g, D, ctx)
+
+
 def _trial_step(H, D, mu, g, sqrt_hessian):
     """The damped step δ (B', n) (zero where the solve failed), its predicted decrease (B',) and whether it is
     finite (B',)."""
@@ -172,14 +178,7 @@ def _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_hist
     numbers per trajectory (the energy, gradient and Hessian of one row do not depend on the others), one host
     decision per iteration."""
     xp = xp_of(x0)
-    B = x0.shape[0]
-    x = x0.copy()
-    E, g, ctx = value_grad(x, None)
-    H, D = hessian(ctx)
-    mu = xp.full(B, mu0, dtype=x.dtype)
-    iters = xp.zeros(B, dtype=xp.int64)
-    conv = xp.zeros(B, dtype=bool)
-    gnorm = _measure(g, D, ctx)
+    x, E, g, H, D, mu, iters, conv, gnorm = _start(value_grad, hessian, x0, mu0)
     history = [] if record_history else None
     eps = xp.finfo(x.dtype).eps
     for _ in range(max_iter):
