@@ -6,19 +6,23 @@ from pbad_gym.kinematics import integrate
 from pbad_gym.model import Body, Joint, Link, Sphere, chain
 
 
-def mixed_body():
-    """A tree with every joint type: free base, a ball, a universal, a slide and two hinges on two branches."""
+def mixed_body(limited=False):
+    """A tree with every joint type: free base, a ball, a universal, a slide and two hinges on two branches.
+    limited: ranges on the universal and slide joints (so that limit terms act), damping on the ball and armature
+    on the hinge."""
     sh = lambda: [Sphere(radius=0.05, pos=(0.05, 0.0, 0.0))]  # noqa: E731
     off = (np.eye(3), np.array([0.1, 0.0, 0.0]))
+    extra = (lambda **kw: kw) if limited else (lambda **kw: {})
     links = [
         Link("base", -1, Joint("free"), shapes=sh()),
-        Link("ball", 0, Joint("ball"), placement=off, shapes=sh()),
-        Link("uni", 1, Joint("universal", axis=(0, 0, 1), axis2=(0, 1, 0)), placement=off, shapes=sh()),
-        Link("slide", 0, Joint("slide", axis=(1, 1, 0)), placement=(np.eye(3), np.array([0.0, 0.1, 0.0])),
-             shapes=sh()),
-        Link("hinge", 3, Joint("hinge", axis=(1, 0, 0)), placement=off, shapes=sh()),
+        Link("ball", 0, Joint("ball", **extra(damping=0.01)), placement=off, shapes=sh()),
+        Link("uni", 1, Joint("universal", axis=(0, 0, 1), axis2=(0, 1, 0), **extra(range=(-0.3, 0.3))),
+             placement=off, shapes=sh()),
+        Link("slide", 0, Joint("slide", axis=(1, 1, 0), **extra(range=(-0.02, 0.02))),
+             placement=(np.eye(3), np.array([0.0, 0.1, 0.0])), shapes=sh()),
+        Link("hinge", 3, Joint("hinge", axis=(1, 0, 0), **extra(armature=1e-3)), placement=off, shapes=sh()),
     ]
-    return Body(links, name="mixed")
+    return Body(links, name="tree" if limited else "mixed")
 
 
 BODIES = {

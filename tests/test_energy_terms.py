@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import mixed_body
 
 import pbad_gym  # noqa: F401  (registers the ids)
 from pbad_gym import Simulator
@@ -13,7 +14,7 @@ from pbad_gym.energies import contact_state, sphere_forces
 from pbad_gym.integrators.state import EnergyGauge, energy_terms, order2_velocity
 from pbad_gym.kernels.numba.contract import finish, step
 from pbad_gym.kinematics import forward_kinematics
-from pbad_gym.model import Body, Joint, Link, Sphere, chain
+from pbad_gym.model import chain
 
 TOL = dict(rtol=1e-10, atol=1e-10)
 ENVS = {  # env id, kwargs, steps of random actions before the compared states
@@ -71,27 +72,10 @@ def test_step_leaves_the_numpy_references_values(case):
         np.testing.assert_array_equal(x, y)
 
 
-def tree_body():
-    """Free, ball, universal, slide and hinge joints in a tree (ranges on the universal and slide joints, damping,
-    armature): every joint type of the kernel's mass matrix and limit terms."""
-    sh = lambda: [Sphere(radius=0.05, pos=(0.05, 0.0, 0.0))]  # noqa: E731
-    off = (np.eye(3), np.array([0.1, 0.0, 0.0]))
-    links = [
-        Link("base", -1, Joint("free"), shapes=sh()),
-        Link("ball", 0, Joint("ball", damping=0.01), placement=off, shapes=sh()),
-        Link("uni", 1, Joint("universal", axis=(0, 0, 1), axis2=(0, 1, 0), range=(-0.3, 0.3)), placement=off,
-             shapes=sh()),
-        Link("slide", 0, Joint("slide", axis=(1, 1, 0), range=(-0.02, 0.02)),
-             placement=(np.eye(3), np.array([0.0, 0.1, 0.0])), shapes=sh()),
-        Link("hinge", 3, Joint("hinge", axis=(1, 0, 0), armature=1e-3), placement=off, shapes=sh()),
-    ]
-    return Body(links, name="tree")
-
-
 def test_terms_of_every_joint_type_with_limits_and_a_partial_gauge():
     """The tree driven into its limits (limit energy > 0), the gauge on some of its DOFs; without a gauge the
     actuation coefficient is 0 on both paths."""
-    body = tree_body()
+    body = mixed_body(limited=True)
     kw = dict(num_envs=3, limit_stiffness=50.0, drag=(0.2, 1.0))
     sims = {b: Simulator(body, 0.01, backend=b, **kw) for b in ("numpy", "numba")}
     rng = np.random.default_rng(2)

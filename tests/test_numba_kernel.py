@@ -7,29 +7,14 @@ import pytest
 
 numba_kernel = pytest.importorskip("pbad_gym.kernels.numba")
 
+from conftest import mixed_body  # noqa: E402
+
 from pbad_gym.energies import contact_state, make_force_model  # noqa: E402
 from pbad_gym.integrators.pbad import pbad_step  # noqa: E402
 from pbad_gym.kinematics import forward_kinematics, integrate  # noqa: E402
-from pbad_gym.model import Body, Joint, Link, Sphere, chain, spider, swimmer  # noqa: E402
+from pbad_gym.model import chain, spider, swimmer  # noqa: E402
 
 STEPS = 200
-
-
-def tree_body():
-    """Ball and free joints in a tree, with a universal, a slide and a hinge (conftest's mixed body, with ranges
-    on the 1- and 2-DOF joints so that limits are exercised)."""
-    sh = lambda: [Sphere(radius=0.05, pos=(0.05, 0.0, 0.0))]  # noqa: E731
-    off = (np.eye(3), np.array([0.1, 0.0, 0.0]))
-    links = [
-        Link("base", -1, Joint("free"), shapes=sh()),
-        Link("ball", 0, Joint("ball", damping=0.01), placement=off, shapes=sh()),
-        Link("uni", 1, Joint("universal", axis=(0, 0, 1), axis2=(0, 1, 0), range=(-0.3, 0.3)), placement=off,
-             shapes=sh()),
-        Link("slide", 0, Joint("slide", axis=(1, 1, 0), range=(-0.02, 0.02)),
-             placement=(np.eye(3), np.array([0.0, 0.1, 0.0])), shapes=sh()),
-        Link("hinge", 3, Joint("hinge", axis=(1, 0, 0), armature=1e-3), placement=off, shapes=sh()),
-    ]
-    return Body(links, name="tree")
 
 
 def _spider_start(body, B, rng, height):
@@ -51,7 +36,7 @@ def case(name):
         forces, dt, opts, act = make_force_model(body), 0.01, dict(max_iter=50, tol=1e-9), 0.01 * np.ones(body.nv)
         q = _random_start(body, B, rng)
     elif name == "tree":
-        body = tree_body()
+        body = mixed_body(limited=True)
         forces = make_force_model(body, limit_stiffness=50.0, drag=(0.2, 1.0))
         dt, opts, act = 0.01, dict(max_iter=50, tol=1e-9), 0.05 * np.ones(body.nv)
         q = _random_start(body, B, rng, 0.2)

@@ -9,6 +9,22 @@ from pbad_gym.agents import ppo, runio  # noqa: E402
 from pbad_gym.agents.config import config_from_dict  # noqa: E402
 
 
+def _train_killed_after_iteration_3(monkeypatch, cfg, run_dir):
+    """Train into ``run_dir`` and kill the run right after iteration 3's metrics row (its last checkpoint is the one
+    after iteration 2)."""
+    real_append = runio.MetricsLog.append
+
+    def dying_append(self, row):
+        real_append(self, row)
+        if row["iteration"] == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(runio.MetricsLog, "append", dying_append)
+    with pytest.raises(KeyboardInterrupt):
+        ppo.train(cfg, run_dir, progress=False)
+    monkeypatch.setattr(runio.MetricsLog, "append", real_append)
+
+
 def test_gae_bootstraps_truncation_not_termination():
     gamma, lam = 0.9, 0.8
     # 3 steps of one env: step 0 ordinary, step 1 truncated (time limit), step 2 the autoreset step
@@ -61,17 +77,7 @@ def test_same_seed_same_metrics_and_resume_after_kill(tmp_path, monkeypatch, env
     assert (runio.load_pickle(a / "checkpoint.pkl")["rollout"] is None) == (env == "pendulum")
 
     # killed after iteration 3 (its row written, the last checkpoint after iteration 2), then resumed
-    real_append = runio.MetricsLog.append
-
-    def dying_append(self, row):
-        real_append(self, row)
-        if row["iteration"] == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(runio.MetricsLog, "append", dying_append)
-    with pytest.raises(KeyboardInterrupt):
-        ppo.train(cfg, c, progress=False)
-    monkeypatch.setattr(runio.MetricsLog, "append", real_append)
+    _train_killed_after_iteration_3(monkeypatch, cfg, c)
     assert len(_rows(c)) == 3
     ppo.train(cfg, c, resume=True, progress=False)
     assert _rows(c) == rows
@@ -228,17 +234,7 @@ def test_lagrangian_spider_resumes_exactly_and_tracks_the_fall_rate(tmp_path, mo
     assert (a / "learning_curve.png").exists()
 
     # killed after iteration 3 (the last checkpoint after iteration 2, λ in it), resumed: the same metrics
-    real_append = runio.MetricsLog.append
-
-    def dying_append(self, row):
-        real_append(self, row)
-        if row["iteration"] == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(runio.MetricsLog, "append", dying_append)
-    with pytest.raises(KeyboardInterrupt):
-        ppo.train(cfg, c, progress=False)
-    monkeypatch.setattr(runio.MetricsLog, "append", real_append)
+    _train_killed_after_iteration_3(monkeypatch, cfg, c)
     ppo.train(cfg, c, resume=True, progress=False)
     assert _rows(c) == rows
 
