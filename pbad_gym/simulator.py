@@ -99,6 +99,8 @@ class Simulator:
         contact: ground contact on the links' contact spheres (PBAD only): None, True (defaults), a dict of
             :class:`pbad_gym.energies.GroundContact` fields or a GroundContact.
         limit_stiffness: penalty stiffness [N m/rad] of the joint ranges (0: limits off).
+        limit_damping: damping [N m s/rad] of the limit penalty while a joint drives into its limit (0: off;
+            order 2 only).
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
         backend: "numba" (the compiled CPU kernel: order 2, LM, penalty contact; other cases run on numpy with
             a logged reason), "numpy" (the reference array code; NumPy on CPU, CuPy on GPU) or None (numba on
@@ -117,7 +119,8 @@ class Simulator:
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
-                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend=None):
+                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend=None,
+                 limit_damping=0.0):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         real_number(dt, "dt (time step in seconds)", positive=True)
@@ -144,7 +147,12 @@ class Simulator:
                 raise ValueError("contact_model='impulse' needs contact spheres on the body's links")
             params = impulse.make_impulse_contact(contact)
             contact = None  # no penalty energies in the step
-        self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping)
+        self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping, limit_damping)
+        normal_damping = self.forces.contact is not None and self.forces.contact.normal_damping > 0
+        if self.options.order > 2 and (normal_damping or self.forces.limit_damping > 0):
+            raise ValueError("the contact's normal_damping and limit_damping are terms of the order-2 step (they damp "
+                             "the change since q_k); collocation (order > 2) does not model them: set them to 0 or "
+                             "use order=2")
         extra = (self.forces.drag is not None or self.forces.contact is not None
                  or self.forces.limit_stiffness > 0 or self.forces.has_damping)
         if integrator != "pbad" and extra:

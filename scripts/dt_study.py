@@ -30,7 +30,8 @@ def make(env_id, dt, n, **kwargs):
     """A vector env of ``env_id`` stepping the physics at ``dt``: pbad_gym envs natively (env step = dt);
     Gymnasium's MuJoCo envs (e.g. Ant-v5) synchronously with MuJoCo's timestep = dt and the env step kept at
     0.05 s (frame_skip = 0.05 / dt), as Ant-v5 does at its own timestep 0.01 s."""
-    if env_id.startswith("pbad_gym/"):
+    if env_id.startswith("pbad_gym/"):  # no time limit: at a small dt the episode's seconds take many steps
+        kwargs.setdefault("max_episode_steps", None)
         return gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", dt=dt, **kwargs)
     env = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="sync", frame_skip=int(round(0.05 / dt)),
                              **kwargs)

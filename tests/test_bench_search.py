@@ -34,6 +34,23 @@ def test_quick_search_runs_without_writing_files_in_the_working_directory(tmp_pa
     assert bench_main(["search", "--quick", "--no-mujoco", "--out", str(tmp_path / "res")]) == 0
     with open(tmp_path / "res" / "search" / "search.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["env"] for r in rows] == ["Spider-v1", "Swimmer-v1"]
+    assert [r["env"] for r in rows] == ["Spider-v2", "Swimmer-v1"]
     assert all(np.isfinite(float(r["reevaluated_mean"])) for r in rows)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+
+
+def test_gait_speed_refuses_an_env_whose_time_limit_cuts_the_episode():
+    """At Δt/10 an episode of the same seconds takes 10x the steps: a time limit would freeze the displacement
+    early and divide it by the whole episode time (this understated every Δt/10 speed once)."""
+    import gymnasium
+    import pytest
+
+    import pbad_gym  # noqa: F401
+    from pbad_gym.bench.search import gait_speed
+
+    x = np.array([[0.5] * 8 + [0.3] + [0.0] * 8])
+    env = gymnasium.make_vec("pbad_gym/Spider-v2", num_envs=1, max_episode_steps=10)  # 1 s = 20 steps of 0.05 s
+    with pytest.raises(ValueError, match="max_episode_steps"):
+        gait_speed(env, x, 1.0, 0, 0.25, 3.0)
+    env = gymnasium.make_vec("pbad_gym/Spider-v2", num_envs=1, max_episode_steps=None)
+    assert np.isfinite(gait_speed(env, x, 1.0, 0, 0.25, 3.0)).all()

@@ -155,7 +155,8 @@ def test_solver_tolerance_defaults_per_dtype():
     assert SwimmerVectorEnv(num_envs=1, dtype=np.float32, tol=1e-4).sim.tol == 1e-4
 
 
-@pytest.mark.parametrize("env_id,B,T", [(i, 8, 150) for i in registered("Swimmer")] + [("pbad_gym/Spider-v0", 4, 60)])
+@pytest.mark.parametrize("env_id,B,T", [(i, 8, 150) for i in registered("Swimmer")] + [("pbad_gym/Spider-v0", 4, 60),
+                                                                                      ("pbad_gym/Spider-v2", 4, 40)])
 def test_float32_converges_at_the_default_tolerance(env_id, B, T):
     env = make_vec(env_id, B, dtype=np.float32)
     env.reset(seed=0)

@@ -17,8 +17,9 @@ from pbad_gym.kinematics import forward_kinematics, integrate
 from pbad_gym.model import Body, Link, spider, swimmer
 from pbad_gym.model.shapes import Sphere
 
-IDS = ["pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0", "pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"]
-FLOORS = {"pbad_gym/Swimmer-v0": 2, "pbad_gym/Swimmer-v1": 2, "pbad_gym/Spider-v0": 3, "pbad_gym/Spider-v1": 20}
+IDS = ["pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0", "pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Spider-v2"]
+FLOORS = {"pbad_gym/Swimmer-v0": 2, "pbad_gym/Swimmer-v1": 2, "pbad_gym/Spider-v0": 3, "pbad_gym/Spider-v1": 20,
+          "pbad_gym/Spider-v2": 8}
 
 
 def _random_q(body, n, seed=0):

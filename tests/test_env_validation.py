@@ -8,7 +8,7 @@ import pbad_gym  # noqa: F401
 from pbad_gym import Simulator, chain
 from pbad_gym.arrays import real_number
 
-IDS = ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"]
+IDS = ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Spider-v2"]
 BAD = [
     ({"tol": 0.0}, ValueError, "tol.*positive"),
     ({"tol": -1.0}, ValueError, "tol.*positive"),

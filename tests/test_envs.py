@@ -19,7 +19,7 @@ def _actions(env, n, seed=0):
     return rng.uniform(-1, 1, (n,) + env.action_space.shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("env_id", IDS + V1_IDS)
+@pytest.mark.parametrize("env_id", IDS + V1_IDS + ["pbad_gym/Spider-v2"])
 def test_check_env_without_warnings(env_id):
     env = gym.make(env_id)
     with warnings.catch_warnings():
@@ -30,7 +30,8 @@ def test_check_env_without_warnings(env_id):
 
 @pytest.mark.parametrize("env_id, extra", [(IDS[0], {}), (IDS[1], {}), (V1_IDS[0], {}),
                                            (V1_IDS[1], {"terminate_when_unhealthy": False}),
-                                           (IDS[1], {"contact_model": "impulse"}), (IDS[0], {"order": 3})])
+                                           (IDS[1], {"contact_model": "impulse"}), (IDS[0], {"order": 3}),
+                                           ("pbad_gym/Spider-v2", {"terminate_when_unhealthy": False})])
 def test_native_and_sync_vectorisation_agree(env_id, extra):
     kw = dict(num_envs=3, max_episode_steps=7, **extra)
     native = gym.make_vec(env_id, vectorization_mode="vector_entry_point", **kw)

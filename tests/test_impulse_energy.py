@@ -60,7 +60,7 @@ def test_random_torques_never_gain_energy_and_one_linearisation_did():
     assert old.max() > 1.0
 
 
-@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v1", "pbad_gym/Spider-v0"])
+@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v2", "pbad_gym/Spider-v1", "pbad_gym/Spider-v0"])
 def test_spider_env_with_impulse_contact_never_gains_energy(env_id):
     if env_id not in gymnasium.registry:
         pytest.skip(f"{env_id} not registered")

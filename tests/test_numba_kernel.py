@@ -35,9 +35,10 @@ def case(name):
         body = chain(4)
         forces, dt, opts, act = make_force_model(body), 0.01, dict(max_iter=50, tol=1e-9), 0.01 * np.ones(body.nv)
         q = _random_start(body, B, rng)
-    elif name == "tree":
+    elif name in ("tree", "tree_limit_damping"):
         body = mixed_body(limited=True)
-        forces = make_force_model(body, limit_stiffness=50.0, drag=(0.2, 1.0))
+        forces = make_force_model(body, limit_stiffness=50.0, drag=(0.2, 1.0),
+                                  limit_damping=0.5 if name == "tree_limit_damping" else 0.0)
         dt, opts, act = 0.01, dict(max_iter=50, tol=1e-9), 0.05 * np.ones(body.nv)
         q = _random_start(body, B, rng, 0.2)
     elif name == "free_ball":
@@ -51,14 +52,18 @@ def case(name):
                                   limit_stiffness=3000.0 if v1 else 0.0)
         dt, opts = 0.05, dict(max_iter=50, tol=1e-7)
         q, act = _random_start(body, B, rng, 0.1), np.r_[np.zeros(6), 30.0 * np.ones(3)]
-    elif name in ("spider_v0", "spider_v0_coulomb", "spider_v1", "spider_v1_viscous", "spider_v1_none"):
+    elif name in ("spider_v0", "spider_v0_coulomb", "spider_v1", "spider_v1_viscous", "spider_v1_none",
+                  "spider_v1_damped"):
         v1 = name.startswith("spider_v1")
         body = spider(density=5.0, armature=1.0) if v1 else spider()
         friction = {"spider_v0": "viscous", "spider_v0_coulomb": "coulomb", "spider_v1": "coulomb",
-                    "spider_v1_viscous": "viscous", "spider_v1_none": "none"}[name]
-        contact = dict(stiffness=5e3 if v1 else 5e4, friction=friction, damping=1000.0, mu=1.0, slip_velocity=0.01)
+                    "spider_v1_viscous": "viscous", "spider_v1_none": "none", "spider_v1_damped": "coulomb"}[name]
+        damped = name.endswith("damped")
+        contact = dict(stiffness=5e3 if v1 else 5e4, friction=friction, damping=1000.0, mu=1.0, slip_velocity=0.01,
+                       normal_damping=70.0 if damped else 0.0)
         damping = np.r_[np.zeros(6), np.ones(12)]
-        forces = make_force_model(body, contact=contact, limit_stiffness=1e3 if v1 else 1e4, damping=damping)
+        forces = make_force_model(body, contact=contact, limit_stiffness=1e3 if v1 else 1e4, damping=damping,
+                                  limit_damping=20.0 if damped else 0.0)
         dt, opts = (0.05, dict(max_iter=100, tol=1e-7)) if v1 else (0.02, dict(max_iter=50, tol=1e-7))
         q = _spider_start(body, B, rng, body.meta["stand_height"] + 0.1)
         act = np.r_[np.zeros(6), 150.0 * np.ones(12)]
@@ -132,7 +137,8 @@ def compare(name, hessian="exact", steps=STEPS, atol=1e-10, chaotic=False):
     return ia
 
 
-@pytest.mark.parametrize("name", ["chain", "tree", "free_ball", "swimmer_v0", "swimmer_v1", "spider_v0"])
+@pytest.mark.parametrize("name", ["chain", "tree", "tree_limit_damping", "free_ball", "swimmer_v0", "swimmer_v1",
+                                  "spider_v0"])
 def test_same_trajectories_exact(name):
     its = compare(name)
     assert its.mean() > 1  # the solver did real work
@@ -144,6 +150,12 @@ def test_same_trajectories_spider_v1():
     numba stays within the reference's own spread, with equal iteration counts on all 200 steps."""
     its = compare("spider_v1", chaotic=True)
     assert its.mean() > 5
+
+
+def test_same_trajectories_spider_with_contact_and_limit_damping():
+    """Spider-v1 with the clamped Kelvin-Voigt contact and limits (Spider-v2's terms); 100 steps: the first 50
+    must stay round-off close with equal iteration counts, the rest within the reference's own spread."""
+    compare("spider_v1_damped", steps=100, chaotic=True)
 
 
 @pytest.mark.parametrize("name", ["chain", "swimmer_v1", "spider_v0"])

@@ -2,6 +2,12 @@
 
 Per sphere (centre P_s, radius r) against the plane z = h:
 - normal penalty D1/2·d², d = max(0, r − (P_s,z − h)): C¹ in q, so LM sees a continuous gradient;
+- normal damping (beyond the paper, off by default): a Kelvin-Voigt normal force D1·d + Dn·ḋ, clamped at 0 so
+  that the ground never pulls, with ḋ = (d − d_k)/Δt and d_k the depth at q_k. Its energy in d is
+  (D1 + Dn/Δt)/2·max(0, d − s0)² with s0 = d_k·Dn/(D1·Δt + Dn): the same penalty, stiffer by Dn/Δt within the
+  step and shifted by s0, so it stays convex and C¹. It damps both the landing and the push-off (as MuJoCo's
+  critically damped soft contacts do); without it the penalty returns an impact's energy when the step
+  resolves the bounce and only the implicit step's own dissipation removes it, so a gait's hops depend on Δt;
 - friction, only for spheres in contact at q_k (the contact set is lagged by one step, which keeps the step
   energy smooth: no term switches on or off inside a minimisation), either
   * "viscous" (the paper): D2/(2Δt)·‖Proj_∥(P_s(q) − P_s(q_k))‖², or
@@ -27,7 +33,8 @@ FRICTION_MODELS = ("viscous", "coulomb", "none")
 @dataclass(frozen=True)
 class GroundContact:
     """Penalty ground contact. stiffness D1 [N/m]; friction model; damping D2 [N s/m] ("viscous"); mu and
-    slip_velocity [m/s] (the smoothing ε = slip_velocity·Δt) for "coulomb"; height of the ground plane [m]."""
+    slip_velocity [m/s] (the smoothing ε = slip_velocity·Δt) for "coulomb"; height of the ground plane [m];
+    normal_damping Dn [N s/m] of the compression (0: off)."""
 
     stiffness: float = 1e4
     friction: str = "viscous"
@@ -35,11 +42,12 @@ class GroundContact:
     mu: float = 1.0
     slip_velocity: float = 1e-3
     height: float = 0.0
+    normal_damping: float = 0.0
 
     def __post_init__(self):
         if self.friction not in FRICTION_MODELS:
             raise ValueError(f"contact friction must be one of {FRICTION_MODELS}, got {self.friction!r}")
-        for name in ("stiffness", "damping", "mu", "slip_velocity"):
+        for name in ("stiffness", "damping", "mu", "slip_velocity", "normal_damping"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"contact {name} must be non-negative, got {getattr(self, name)!r}")
         if self.stiffness <= 0:
@@ -62,17 +70,24 @@ def penetration(body, P, height):
     return xp.maximum(0.0, r - (P[..., 2] - height))
 
 
-def normal_point_terms(body, P, params, derivatives):
-    """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3)."""
+def normal_point_terms(body, P, params, derivatives, P_ref=None, dt=None):
+    """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3). With the centres at q_k, P_ref
+    (B, S, 3), a step ``dt`` [s] and ``params.normal_damping`` Dn > 0: the clamped Kelvin-Voigt form of the module
+    docstring, (D1 + Dn/Δt)/2·max(0, d − s0)² with s0 = d_k·Dn/(D1·Δt + Dn)."""
     xp = xp_of(P)
     d = penetration(body, P, params.height)
-    val = 0.5 * params.stiffness * rowsum(d * d)
+    k = params.stiffness
+    if P_ref is not None and params.normal_damping > 0:
+        k_d = params.normal_damping / dt
+        d = xp.maximum(0.0, d - penetration(body, P_ref, params.height) * (k_d / (k + k_d)))
+        k = k + k_d
+    val = 0.5 * k * rowsum(d * d)
     if not derivatives:
         return val, None, None
     g = xp.zeros_like(P)
-    g[..., 2] = -params.stiffness * d
+    g[..., 2] = -k * d
     H = xp.zeros(P.shape + (3,), dtype=P.dtype)
-    H[..., 2, 2] = params.stiffness * (d > 0)
+    H[..., 2, 2] = k * (d > 0)
     return val, g, H
 
 
@@ -164,7 +179,7 @@ def contact_terms(body, kin, params, state, dt, derivatives=True, gauss_newton=T
 def _point_terms(body, P, params, state, dt, derivatives):
     """Normal plus friction energy per sphere centre P (B, S, 3): value (B,), ∂/∂P, ∂²/∂P² (None without
     derivatives)."""
-    val, g, H = normal_point_terms(body, P, params, derivatives)
+    val, g, H = normal_point_terms(body, P, params, derivatives, state.P, dt)
     if params.friction == "viscous":
         fv, fg, fH = viscous_point_terms(P, state.P, state.active, params.damping, dt, derivatives)
     elif params.friction == "coulomb":

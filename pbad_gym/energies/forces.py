@@ -12,13 +12,15 @@ from .joints import damping_coefficients
 @dataclass(frozen=True)
 class ForceModel:
     """gravity (3,) [m/s²]; drag (L, 3) body-frame coefficients [1/s] or None; contact: GroundContact or None;
-    limit_stiffness [N m/rad] for joints with a range (0: off); damping (nv,) [N m s/rad] (default: joints')."""
+    limit_stiffness [N m/rad] for joints with a range (0: off); damping (nv,) [N m s/rad] (default: joints');
+    limit_damping [N m s/rad] of the limit penalty (energies/joints.py; 0: off)."""
 
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     drag: np.ndarray | None = None
     contact: GroundContact | None = None
     limit_stiffness: float = 0.0
     damping: np.ndarray | None = None
+    limit_damping: float = 0.0
 
     @property
     def has_gravity(self) -> bool:
@@ -51,7 +53,7 @@ def drag_coefficients(body, drag):
 
 
 def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, limit_stiffness=0.0,
-                     damping=None):
+                     damping=None, limit_damping=0.0):
     """Validated ForceModel for ``body``; contact may be a GroundContact, a dict of its fields, or True."""
     g = np.asarray(gravity, dtype=float).reshape(3)
     if contact is True:
@@ -64,8 +66,12 @@ def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, l
         raise ValueError("contact needs contact spheres on the body's links")
     if not limit_stiffness >= 0:
         raise ValueError("limit_stiffness must be non-negative")
+    if not (limit_damping >= 0 and np.isfinite(limit_damping)):
+        raise ValueError(f"limit_damping must be a non-negative number of N m s/rad, got {limit_damping!r}")
+    if limit_damping > 0 and not limit_stiffness > 0:
+        raise ValueError("limit_damping damps the limit penalty: it needs limit_stiffness > 0")
     damp = damping_coefficients(body) if damping is None else np.broadcast_to(
         np.asarray(damping, float), (body.nv,)).copy()
     if np.any(damp < 0):
         raise ValueError("damping must be non-negative")
-    return ForceModel(g, drag_coefficients(body, drag), contact, float(limit_stiffness), damp)
+    return ForceModel(g, drag_coefficients(body, drag), contact, float(limit_stiffness), damp, float(limit_damping))

@@ -1,6 +1,10 @@
 """Joint-space terms: one-sided quadratic limits, joint damping and armature.
 
 - limits: k/2·(max(0, q − hi)² + max(0, lo − q)²) on the DOFs whose joint has a ``range`` [rad or m];
+- limit damping (off by default): the limit torque k·p + c·ṗ of a Kelvin-Voigt bound, clamped at 0 so that a
+  limit never holds a joint back as it leaves, with p = max(0, q − hi) + max(0, lo − q) the depth past the bound
+  and ṗ = (p − p_k)/Δt. Its energy is (k + c/Δt)/2·max(0, p − s0)² with s0 = p_k·c/(kΔt + c) (convex, C¹); it
+  dissipates the energy of a joint hitting its limit, which the undamped penalty hands back;
 - damping: b/(2Δt)·‖q ⊖ q_k‖² per DOF with the joint's ``damping`` b [N m s/rad] — a dissipative term whose
   force is −b·q̇ with q̇ = (q ⊖ q_k)/Δt. Quaternion joints use the actuation chart d = 2·vec(q_k⁻¹ q);
 - armature: a/(2Δt²)·‖q ⊖ (q_k ⊕ (q_k ⊖ q_{k−1}))‖² per DOF with the joint's rotor inertia a — the joint-space
@@ -28,12 +32,21 @@ def limit_arrays(body):
     return np.array(idx, int), np.array(lo, float), np.array(hi, float)
 
 
-def limit_terms(body, q, stiffness, derivatives=True):
-    """Joint-limit penalty [J] with ``stiffness`` [N m/rad] at q (B, nq) -> JointTerms."""
+def limit_terms(body, q, stiffness, derivatives=True, q_ref=None, damping=0.0, dt=None):
+    """Joint-limit penalty [J] with ``stiffness`` [N m/rad] at q (B, nq) -> JointTerms; with q_k = ``q_ref``
+    (B, nq), ``damping`` c > 0 [N m s/rad] and the step ``dt`` [s] its clamped Kelvin-Voigt form (module
+    docstring)."""
     xp = xp_of(q)
     idx, lo, hi = limit_arrays(body)
+    lo, hi = xp.asarray(lo, dtype=q.dtype), xp.asarray(hi, dtype=q.dtype)
     qi = q[:, _q_of_v(body, idx)]
-    over = xp.maximum(0.0, qi - xp.asarray(hi, dtype=q.dtype)) - xp.maximum(0.0, xp.asarray(lo, dtype=q.dtype) - qi)
+    over = xp.maximum(0.0, qi - hi) - xp.maximum(0.0, lo - qi)
+    if q_ref is not None and damping > 0:
+        qk = q_ref[:, _q_of_v(body, idx)]
+        c = damping / dt
+        shift = (xp.maximum(0.0, qk - hi) + xp.maximum(0.0, lo - qk)) * (c / (stiffness + c))
+        over = xp.maximum(0.0, over - shift) - xp.maximum(0.0, -over - shift)
+        stiffness = stiffness + c
     val = 0.5 * stiffness * rowsum(over * over)  # column-major (fancy index)
     if not derivatives:
         return JointTerms(val)

@@ -1,12 +1,12 @@
 """Gymnasium environments on PBAD: native vector envs (one batched Simulator) and single-env forms.
 
-``SwimmerVectorEnv`` / ``SwimmerEnv``, ``SpiderVectorEnv`` / ``SpiderEnv`` (v0) and their v1 versions
-``SwimmerV1VectorEnv`` / ``SwimmerV1Env``, ``SpiderV1VectorEnv`` / ``SpiderV1Env``; ``SB3VecEnv`` adapts a native vector
-env to Stable-Baselines3's VecEnv API (SB3 is an optional extra: ``pip install pbad_gym[sb3]``); ``render`` holds
+``SwimmerVectorEnv`` / ``SwimmerEnv``, ``SpiderVectorEnv`` / ``SpiderEnv`` (v0), their v1 versions
+``SwimmerV1VectorEnv`` / ``SwimmerV1Env``, ``SpiderV1VectorEnv`` / ``SpiderV1Env`` and Spider-v2's
+``SpiderV2VectorEnv`` / ``SpiderV2Env``; ``SB3VecEnv`` adapts a native vector env to Stable-Baselines3's VecEnv API (SB3 is an optional extra: ``pip install pbad_gym[sb3]``); ``render`` holds
 the software renderer and ``write_gif``.
 """
 from .base import PBADEnv, PBADVectorEnv, validate_solver_options
-from .spider import SpiderEnv, SpiderV1Env, SpiderV1VectorEnv, SpiderVectorEnv
+from .spider import SpiderEnv, SpiderV1Env, SpiderV1VectorEnv, SpiderV2Env, SpiderV2VectorEnv, SpiderVectorEnv
 from .swimmer import SwimmerEnv, SwimmerV1Env, SwimmerV1VectorEnv, SwimmerVectorEnv
 
 
@@ -19,5 +19,5 @@ def __getattr__(name):
 
 
 __all__ = ["PBADEnv", "PBADVectorEnv", "SwimmerEnv", "SwimmerVectorEnv", "SpiderEnv", "SpiderVectorEnv",
-           "SwimmerV1Env", "SwimmerV1VectorEnv", "SpiderV1Env", "SpiderV1VectorEnv",
+           "SwimmerV1Env", "SwimmerV1VectorEnv", "SpiderV1Env", "SpiderV1VectorEnv", "SpiderV2Env", "SpiderV2VectorEnv",
            "SB3VecEnv", "validate_solver_options"]

@@ -112,7 +112,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     render_mode, nonfinite_action ("raise" | "zero"), max_unconverged_steps, divergence_safety (factor on the
     power bound of :mod:`pbad_gym.envs.divergence`, 3), render_width, render_height, render_num_envs (how
     many sub-environments ``render()`` draws), array_type ("numpy" | "torch" | "cupy": what observations, rewards
-    and flags are handed out as; :mod:`pbad_gym.envs.array_types`).
+    and flags are handed out as; :mod:`pbad_gym.envs.array_types`), frame_skip (physics steps of length ``dt``
+    per env step, the action held over them, as MuJoCo's envs do; the env's ``dt`` attribute is then the control
+    interval frame_skip·Δt, and info["iterations"] sums the substeps' LM iterations).
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -125,8 +127,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                  contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
                  device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
-                 render_num_envs=4, array_type="numpy"):
+                 render_num_envs=4, array_type="numpy", frame_skip=1):
         self.num_envs = _positive_int(num_envs, "num_envs")
+        self.frame_skip = _positive_int(frame_skip, "frame_skip")
         self.array_export = ArrayExport(array_type, device)  # checked first: names array_type and its values
         self.array_type = self.array_export.array_type
         self.max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps", allow_none=True)
@@ -155,7 +158,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         tol = DEFAULT_TOL[check_dtype(dtype)] if tol is None else tol
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
                              max_iter=max_iter, tol=tol, order=order, backend=backend, **options)
-        self.dt = self.sim.dt
+        self.dt = self.sim.dt * self.frame_skip  # the control interval: an env step holds its action this long
         ground = self.sim.forces.contact if self.sim.impulse is None else self.sim.impulse
         self.energy_budget = EnergyBudget(self.sim, self.actuated, self.gear,
                                           None if ground is None else ground.height, divergence_safety)
@@ -304,15 +307,13 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         if sim.device != "cpu" or sim.dtype != np.float64:
             tau = self.xp.asarray(tau, dtype=sim.dtype)
         with np.errstate(all="ignore"):
-            res = sim.step(tau)
+            res, converged, iterations, out_of_budget = self._substeps(tau)
             q, qd = self._state_numpy()
             kin = self._kinematics()
             obs = self._get_obs(q, qd, kin).astype(np.float32)  # finiteness is judged on what the agent receives
             after = self._summary(q, qd, kin)
             reward, terminated, info = self._get_rew(before, after, action)
-            out_of_budget, _ = self.energy_budget.check()
             finite = self._finite_rows(q, qd, obs, reward)
-        converged = to_numpy(res["converged"]).astype(bool)
         self._unconverged = np.where(converged, 0, self._unconverged + 1)
         diverged = out_of_budget | (self._unconverged > self.max_unconverged_steps)
         if finite is not None:
@@ -336,10 +337,26 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):
                 if key in res:
                     info[key] = to_numpy(res[key])
-        info["iterations"] = to_numpy(res["iterations"]).astype(np.int64)
+        info["iterations"] = iterations
         info["converged"] = converged
         info["diverged"] = diverged
         return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
+
+    def _substeps(self, tau):
+        """``frame_skip`` physics steps under torques tau, each checked by the divergence guard (its bound is
+        per physics step). Returns (the last step's result dict, converged on every substep (B,), LM iterations
+        summed over the substeps (B,) int64, out of the energy budget on some substep (B,)); the guard's last
+        check is left pending for :meth:`_physics_step`'s accept."""
+        sim, budget = self.sim, self.energy_budget
+        converged, iterations, out = True, 0, False
+        for k in range(self.frame_skip):
+            if k:  # commit the previous substep of the rows still within budget
+                budget.accept(~out)
+            res = sim.step(tau)
+            converged = converged & to_numpy(res["converged"]).astype(bool)
+            iterations = iterations + to_numpy(res["iterations"]).astype(np.int64)
+            out = out | budget.check()[0]
+        return res, converged, iterations, out
 
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""

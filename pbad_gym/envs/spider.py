@@ -100,7 +100,6 @@ class SpiderVectorEnv(PBADVectorEnv):
         self.limit_stiffness, self.joint_damping = float(limit_stiffness), float(joint_damping)
         self.init_height = init_height
         self.n_spheres = 13
-        self.obs_dim = 35 + (0 if self.exclude_positions else 2) + (3 * self.n_spheres if self.include_contact else 0)
         super().__init__(num_envs, max_episode_steps, dt=dt, **kwargs)
         if len(self.body.contact_points()[0]) != self.n_spheres:
             raise RuntimeError("spider model and environment disagree on the contact spheres")
@@ -108,7 +107,14 @@ class SpiderVectorEnv(PBADVectorEnv):
             self.init_height = self.body.meta["stand_height"] + 0.1
 
     def _build_body(self):
-        return spider()
+        return self._with_obs_dim(spider())
+
+    def _with_obs_dim(self, body):
+        """``body``, after setting obs_dim from it: z, quaternion and joint angles (nq − 2), velocities (nv), the
+        torso's x, y unless excluded, and 3 force components per contact sphere when included."""
+        self.obs_dim = (body.nq - 2 + body.nv + (0 if self.exclude_positions else 2)
+                        + (3 * self.n_spheres if self.include_contact else 0))
+        return body
 
     def _sim_options(self):
         damping = np.zeros(self.body.nv)
@@ -275,10 +281,108 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
         self.metadata = with_render_fps(self.metadata, self.dt)
 
     def _build_body(self):
-        return spider(density=self.density, armature=self.armature)
+        return self._with_obs_dim(spider(density=self.density, armature=self.armature))
 
 
 class SpiderV1Env(PBADEnv):
     __doc__ = "Single-environment form of :class:`SpiderV1VectorEnv` (same arguments, no num_envs).\n\n" + (
         SpiderV1VectorEnv.__doc__ or "")
     vector_cls = SpiderV1VectorEnv
+
+
+class SpiderV2VectorEnv(SpiderV1VectorEnv):
+    """## Description
+    Spider-v2: Gymnasium's Ant-v5 in this engine — its legs and its dynamics, with contact and joint limits that
+    give the same gait at the env's step and at a tenth of it. A spherical torso (radius 0.25 m) on a free joint
+    and four legs along the diagonals, each a thigh on a hinge hip (yaw about the vertical axis, ±30°) and a shin
+    on a hinge knee (30° to 70° below the horizontal, Ant-v5's ankle range; the neutral pose is mid-range):
+    6 + 8 = 14 DOF, 8 actuators. Density 5 kg/m³ (0.91 kg, as Ant-v5), 150 N m gears, joint armature 1 kg m² and
+    damping 1 N m s/rad, smoothed Coulomb friction (μ = 1). Ground contact on 13 spheres (torso, hips, knees,
+    feet) and the joint limits are stiff penalties with clamped Kelvin-Voigt damping (the ground never pulls, a
+    limit never holds a joint back), near critical: they dissipate impacts as MuJoCo's soft constraints do,
+    where an undamped penalty hands the energy back (a limit bounce launches the light robot metres high when
+    the step resolves it). Physics: PBAD order 2 at ``dt`` = 0.01 s, ``frame_skip`` = 5 steps per action, so
+    the agent acts every 0.05 s as on Ant-v5 (timestep 0.01 s, frame_skip 5).
+
+    ## Action space
+    Box(-1, 1, (8,), float32): per leg (front-left, back-left, back-right, front-right) hip and knee torques,
+    scaled by ``gear`` [N m] (clipped).
+
+    ## Observation space
+    Box(-f32max, f32max, (66,), float32) — torso height z (1), torso orientation quaternion (w, x, y, z) (4),
+    joint angles (8) [rad], torso linear velocity (3, world) [m/s], torso angular velocity (3, body frame)
+    [rad/s], joint velocities (8) [rad/s], then the ground force on each of the 13 contact spheres (13 x 3,
+    world frame [N], clipped to ``contact_force_range``; Ant-v5's cfrc_ext). ``exclude_current_positions_from_
+    observation=False`` prepends torso x, y (68); ``include_contact_forces_in_observation=False`` drops the
+    forces (27, Ant-v5's size without cfrc_ext).
+
+    ## Rewards
+    As Ant-v5 (and Spider-v1): healthy_reward + forward_reward_weight · ẋ_torso − ctrl_cost_weight · ‖a‖² −
+    contact_cost_weight · ‖clip(contact forces)‖², ẋ_torso over the env step (frame_skip · dt).
+    info: reward_survive, reward_forward, reward_ctrl, reward_contact, x_position, y_position, z_position,
+    distance_from_origin, x_velocity, y_velocity (torso), iterations (LM iterations summed over the substeps),
+    converged (every substep), diverged, action_sanitised.
+
+    ## Starting state
+    Torso ``init_height`` above the ground (default: 0.1 m above the standing height of the neutral pose), joints
+    at 0 (mid-range), every coordinate perturbed by U(−s, s), velocities by s·N(0, 1), s = ``reset_noise_scale``.
+
+    ## Episode end
+    As Spider-v1: unhealthy (torso z outside ``healthy_z_range`` = Ant-v5's (0.2, 1.0) m, or flipped) terminates;
+    ``max_episode_steps`` (1000 env steps = 50 s, as Ant-v5) or ``info["diverged"]`` truncates.
+
+    ## Arguments
+    Spider-v1's, with these defaults: contact_stiffness=2e4 [N/m], limit_stiffness=1e3 [N m/rad], dt=0.01 [s],
+    frame_skip=5; and contact_damping=135.0 [N s/m] (Kelvin-Voigt damping of the normal force: critical for a
+    quarter of the body on one foot, 2·√(D1·m/4)), limit_damping=60.0 [N m s/rad] (critical for the armature on
+    the limit penalty, 2·√(k·1 kg m²)), hip="hinge" | "universal" ("universal": Spider-v1's 2-DOF hips with this
+    version's stance, 12 actuators), hip_range=30.0 [deg], knee_range=(30.0, 70.0) [deg below the horizontal].
+
+    ## Version history
+    v2: Ant-v5's legs (hinge hips ±30°, knees 30–70°: 8 actuators instead of 12), clamped Kelvin-Voigt damping on
+    the ground contact (135 N s/m) and the joint limits (60 N m s/rad), contact stiffness 5e3 -> 2e4 N/m, physics
+    step 0.05 -> 0.01 s with frame_skip 5 (control interval unchanged, 0.05 s). Measured in BENCHMARKS.md
+    ("Spider-v2"): the searched gaits keep their speed at Δt/10, which no Spider-v1 gait did.
+    v1: Ant-v5's masses, gears, armature and friction on the v0 geometry. v0: first version.
+    """
+
+    # measured (8 rows, 60 steps of random actions, LM): max_iter=5 truncates 22 rows as diverged, 8 none
+    min_max_iter = 8
+
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, hip="hinge", hip_range=30.0, knee_range=(30.0, 70.0),
+                 contact_stiffness=2e4, contact_damping=135.0, limit_damping=60.0, dt=0.01, frame_skip=5, **kwargs):
+        if hip not in ("hinge", "universal"):
+            raise ValueError(f"hip must be 'hinge' (Ant-v5's legs) or 'universal' (2-DOF hips), got {hip!r}")
+        self.hip = hip
+        self.hip_range = real_number(hip_range, "hip_range")
+        lo, hi = (real_number(x, "knee_range") for x in knee_range)
+        if not (0 <= lo < hi <= 90 and self.hip_range > 0):
+            raise ValueError(f"knee_range must be (low, high) degrees below the horizontal with 0 <= low < high <= 90 "
+                             f"and hip_range positive, got {knee_range!r}, {hip_range!r}")
+        self.knee_range = (lo, hi)
+        self.contact_damping = real_number(contact_damping, "contact_damping")
+        self.limit_damping = real_number(limit_damping, "limit_damping")
+        if not (self.contact_damping >= 0 and self.limit_damping >= 0):
+            raise ValueError("contact_damping and limit_damping must be non-negative (N s/m, N m s/rad), got "
+                             f"{contact_damping!r}, {limit_damping!r}")
+        super().__init__(num_envs, max_episode_steps, contact_stiffness=contact_stiffness, dt=dt,
+                         frame_skip=frame_skip, **kwargs)
+
+    def _build_body(self):
+        lo, hi = np.deg2rad(self.knee_range)
+        half = 0.5 * (hi - lo)
+        return self._with_obs_dim(spider(density=self.density, armature=self.armature, hip=self.hip,
+                                         knee_bend=lo + half, knee_range=(-half, half),
+                                         hip_yaw_range=np.deg2rad(self.hip_range)))
+
+    def _sim_options(self):
+        options = super()._sim_options()
+        if self.contact_model == "penalty":
+            options["contact"] = dict(options["contact"], normal_damping=self.contact_damping)
+        return options | {"limit_damping": self.limit_damping}
+
+
+class SpiderV2Env(PBADEnv):
+    __doc__ = "Single-environment form of :class:`SpiderV2VectorEnv` (same arguments, no num_envs).\n\n" + (
+        SpiderV2VectorEnv.__doc__ or "")
+    vector_cls = SpiderV2VectorEnv

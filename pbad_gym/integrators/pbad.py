@@ -110,7 +110,7 @@ def step_terms(body, q, data, derivatives=True):
         links = links + contact_terms(body, kin, f.contact, data.contact, data.dt, derivatives)
     joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives)
     if f.limit_stiffness > 0:
-        joints = joints + limit_terms(body, q, f.limit_stiffness, derivatives)
+        joints = joints + limit_terms(body, q, f.limit_stiffness, derivatives, data.q_ref, f.limit_damping, data.dt)
     if f.has_damping:
         joints = joints + damping_terms(body, q, data.q_ref, f.damping, data.dt, derivatives)
     if body.has_armature:

@@ -66,10 +66,12 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
            shin_length: float = 0.4 * np.sqrt(2.0), leg_radius: float = 0.08, density: float = 1000.0,
            knee_bend: float = np.deg2rad(60.0), hip_yaw_range: float = np.deg2rad(30.0),
            hip_pitch_range: tuple = (np.deg2rad(-5.0), np.deg2rad(40.0)),
-           knee_range: tuple = (np.deg2rad(-15.0), np.deg2rad(30.0)), armature: float = 0.0) -> Body:
+           knee_range: tuple = (np.deg2rad(-15.0), np.deg2rad(30.0)), armature: float = 0.0,
+           hip: str = "universal") -> Body:
     """A spider: a spherical torso on a free joint and four legs, each a thigh on a 2-DOF hip (universal joint:
     yaw about the vertical axis, then pitch about the horizontal axis across the leg) and a shin on a 1-DOF knee
-    (hinge, pitch): 6 + 4·3 = 18 DOF, 12 actuated.
+    (hinge, pitch): 6 + 4·3 = 18 DOF, 12 actuated. ``hip="hinge"``: the hip turns about the vertical axis only
+    (Ant-v5's legs: 6 + 4·2 = 14 DOF, 8 actuated; ``hip_pitch_range`` is then unused).
 
     Proportions follow Gymnasium's Ant-v5: torso sphere of radius 0.25 m, legs along the diagonals, hips
     0.28 m out from the centre (the Ant's fixed "aux" capsules belong to the torso here), thighs 0.28 m, shins
@@ -79,6 +81,8 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
     inertia of every hip and knee DOF (Ant-v5: 1 at density 5). Contact spheres: the torso, the hips, the knees
     and the feet (13 in all).
     """
+    if hip not in ("universal", "hinge"):
+        raise ValueError(f"hip must be 'universal' or 'hinge', got {hip!r}")
     for name, val in (("torso_radius", torso_radius), ("hip_offset", hip_offset), ("thigh_length", thigh_length),
                       ("shin_length", shin_length), ("leg_radius", leg_radius), ("density", density)):
         if not val > 0:
@@ -96,9 +100,13 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
     for a, name in zip(angles, names):
         thigh = len(links)
         u = np.array([np.cos(a), np.sin(a), 0.0])
-        hip = Joint("universal", axis=(0.0, 0.0, 1.0), axis2=(0.0, 1.0, 0.0), armature=armature,
-                    range=((-hip_yaw_range, hip_pitch_range[0]), (hip_yaw_range, hip_pitch_range[1])))
-        links.append(Link(f"{name}_thigh", parent=0, joint=hip, placement=(_rot_z(a), hip_offset * u),
+        if hip == "hinge":
+            hip_joint = Joint("hinge", axis=(0.0, 0.0, 1.0), armature=armature,
+                              range=(-hip_yaw_range, hip_yaw_range))
+        else:
+            hip_joint = Joint("universal", axis=(0.0, 0.0, 1.0), axis2=(0.0, 1.0, 0.0), armature=armature,
+                              range=((-hip_yaw_range, hip_pitch_range[0]), (hip_yaw_range, hip_pitch_range[1])))
+        links.append(Link(f"{name}_thigh", parent=0, joint=hip_joint, placement=(_rot_z(a), hip_offset * u),
                           shapes=[Capsule.fromto(np.zeros(3), (thigh_length, 0.0, 0.0), leg_radius, density)],
                           contact_spheres=[(np.array([thigh_length, 0.0, 0.0]), leg_radius)]))
         knee = Joint("hinge", axis=(0.0, 1.0, 0.0), range=tuple(knee_range), armature=armature)
@@ -117,4 +125,4 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
         "feet": [(2 + 2 * k, np.array([shin_length, 0.0, 0.0]), leg_radius) for k in range(4)],
         "stand_height": float(foot_drop + leg_radius),
     }
-    return Body(links, name="spider", meta=meta)
+    return Body(links, name="spider" if hip == "universal" else "spider_hinge_hips", meta=meta)

@@ -17,8 +17,8 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION, F_GRAVITY, F_LIMITS,
-                    F_MAX_ITER, N_TERMS, S_CONTACT_D, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_K, S_MACH_EPS, S_MU,
-                    S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS, KernelForces,
+                    F_MAX_ITER, N_TERMS, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_D,
+                    S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS, KernelForces,
                     KernelModel)
 
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
@@ -263,6 +263,11 @@ def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, ca
     for a in range(3):
         P[a] = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
     d = max(0.0, sph_r[s] - (P[2] - h))
+    k_d = sc[S_CONTACT_DN] / sc[S_DT]
+    if k_d > 0:  # clamped Kelvin-Voigt: (k + c/Δt)/2·max(0, d − s0)² (cP holds every sphere's centre at q_k)
+        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
+        d = max(0.0, d - d_k * k_d / (k_n + k_d))
+        k_n = k_n + k_d
     val = 0.5 * k_n * d * d
     gP[0] = gP[1] = 0.0
     gP[2] = -k_n * d
@@ -440,17 +445,23 @@ def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h, s33, s3):
             for k in range(3):
                 H[v0 + k, v0 + k] += dg
     if fl[F_LIMITS]:
-        k_l = sc[S_LIMIT_K]
+        k_l, c_l = sc[S_LIMIT_K], sc[S_LIMIT_D] / sc[S_DT]
+        k_lc = k_l + c_l
         vl = 0.0
         for j in range(m.lim_on.shape[0]):
             if m.lim_on[j]:
                 qi = q[m.lim_q[j]]
                 over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
+                if c_l > 0:  # clamped Kelvin-Voigt: the depth past its shift s0 = p_k·c/(kΔt + c)
+                    qk = qref[m.lim_q[j]]
+                    p_k = max(0.0, qk - m.lim_hi[j]) + max(0.0, m.lim_lo[j] - qk)
+                    shift = p_k * c_l / (k_l + c_l)
+                    over = max(0.0, over - shift) - max(0.0, -over - shift)
                 vl += over * over
-                g[j] += k_l * over
+                g[j] += k_lc * over
                 if want_h and over != 0:
-                    H[j, j] += k_l
-        val += 0.5 * k_l * vl
+                    H[j, j] += k_lc
+        val += 0.5 * k_lc * vl
     if fl[F_DAMPING]:
         val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.damping, sc[S_DT], 1.0, g, H,
                               want_h, s33, s3)

@@ -16,7 +16,8 @@ FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
 
 # indices into KernelForces.flags / KernelForces.scalars
 F_GRAVITY, F_DRAG, F_CONTACT, F_FRICTION, F_LIMITS, F_DAMPING, F_ARMATURE, F_EXACT, F_MAX_ITER = range(9)
-S_DT, S_TOL, S_LIMIT_K, S_CONTACT_K, S_CONTACT_D, S_MU, S_SLIP_EPS, S_HEIGHT, S_MACH_EPS, S_MU0 = range(10)
+(S_DT, S_TOL, S_LIMIT_K, S_CONTACT_K, S_CONTACT_D, S_MU, S_SLIP_EPS, S_HEIGHT, S_MACH_EPS, S_MU0, S_CONTACT_DN,
+ S_LIMIT_D) = range(12)
 # columns of the energy-terms output (B, N_TERMS) of the kernel's finish (integrators.state.EnergyTerms' fields):
 # kinetic energy [J], actuation coefficient [√J/s], limit energy [J], contact normal energy [J], centre of mass [m]
 T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, T_COM = 0, 1, 2, 3, 4
@@ -61,7 +62,7 @@ class KernelModel(NamedTuple):
 
 class KernelForces(NamedTuple):
     """A step's options as arrays: gravity (3,), drag (L, 3) [1/s] (zeros when off), damping (nv,), flags (9,)
-    int64 and scalars (10,) (indices F_* and S_* of this module)."""
+    int64 and scalars (12,) (indices F_* and S_* of this module)."""
 
     gravity: np.ndarray
     drag: np.ndarray
@@ -123,15 +124,16 @@ def kernel_forces(body, forces, dt, *, max_iter, tol, hessian, dtype=np.float64)
     flags[F_DRAG] = forces.drag is not None
     flags[F_CONTACT] = c is not None
     flags[F_FRICTION] = FRICTION_CODES[c.friction] if c is not None else FRICTION_CODES["none"]
-    flags[F_LIMITS] = forces.limit_stiffness > 0
+    flags[F_LIMITS] = forces.limit_stiffness > 0  # limit damping needs a stiffness (make_force_model)
     flags[F_DAMPING] = forces.has_damping
     flags[F_ARMATURE] = body.has_armature
     flags[F_EXACT] = hessian == "exact"
     flags[F_MAX_ITER] = int(max_iter)
-    s = np.zeros(10)
-    s[S_DT], s[S_TOL], s[S_LIMIT_K] = dt, tol, forces.limit_stiffness
+    s = np.zeros(12)
+    s[S_DT], s[S_TOL], s[S_LIMIT_K], s[S_LIMIT_D] = dt, tol, forces.limit_stiffness, forces.limit_damping
     if c is not None:
         s[S_CONTACT_K], s[S_CONTACT_D], s[S_MU] = c.stiffness, c.damping, c.mu
+        s[S_CONTACT_DN] = c.normal_damping
         s[S_SLIP_EPS], s[S_HEIGHT] = c.slip_velocity * dt, c.height
     s[S_MACH_EPS], s[S_MU0] = np.finfo(dtype).eps, 1e-6
     drag = np.zeros((body.L, 3)) if forces.drag is None else forces.drag
