@@ -2,7 +2,8 @@
 
 ``SwimmerVectorEnv`` / ``SwimmerEnv``, ``SpiderVectorEnv`` / ``SpiderEnv`` (v0), their v1 versions
 ``SwimmerV1VectorEnv`` / ``SwimmerV1Env``, ``SpiderV1VectorEnv`` / ``SpiderV1Env`` and Spider-v2's
-``SpiderV2VectorEnv`` / ``SpiderV2Env``; ``SB3VecEnv`` adapts a native vector env to Stable-Baselines3's VecEnv API (SB3 is an optional extra: ``pip install pbad_gym[sb3]``); ``render`` holds
+``SpiderV2VectorEnv`` / ``SpiderV2Env``; ``SB3VecEnv`` adapts a native vector env to Stable-Baselines3's VecEnv
+API (SB3 is an optional extra: ``pip install pbad_gym[sb3]``); ``render`` holds
 the software renderer and ``write_gif``.
 """
 from .base import PBADEnv, PBADVectorEnv, validate_solver_options

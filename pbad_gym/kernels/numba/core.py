@@ -18,8 +18,8 @@ from numba.extending import register_jitable
 
 from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION, F_GRAVITY, F_LIMITS,
                     F_MAX_ITER, N_TERMS, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_D,
-                    S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS, KernelForces,
-                    KernelModel)
+                    S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC,
+                    T_LIMITS, KernelForces, KernelModel)
 
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
