@@ -27,11 +27,13 @@ from pbad_gym.kinematics import difference
 
 
 def make(env_id, dt, n, **kwargs):
-    """A vector env of ``env_id`` stepping the physics at ``dt``: pbad_gym envs natively (env step = dt);
-    Gymnasium's MuJoCo envs (e.g. Ant-v5) synchronously with MuJoCo's timestep = dt and the env step kept at
-    0.05 s (frame_skip = 0.05 / dt), as Ant-v5 does at its own timestep 0.01 s."""
-    if env_id.startswith("pbad_gym/"):  # no time limit: at a small dt the episode's seconds take many steps
-        kwargs.setdefault("max_episode_steps", None)
+    """A vector env of ``env_id`` stepping the physics at ``dt`` with the env step (control interval) kept at
+    0.05 s (frame_skip = 0.05 / dt, at least 1): pbad_gym envs natively, Gymnasium's MuJoCo envs (e.g. Ant-v5)
+    synchronously with MuJoCo's timestep = dt, as Ant-v5 does at its own timestep 0.01 s. (Until Spider-v2 the
+    pbad_gym envs here stepped their actions at dt itself.)"""
+    if env_id.startswith("pbad_gym/"):
+        kwargs.setdefault("max_episode_steps", None)  # no time limit: every episode runs its seconds
+        kwargs.setdefault("frame_skip", max(1, int(round(0.05 / dt))))
         return gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", dt=dt, **kwargs)
     env = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="sync", frame_skip=int(round(0.05 / dt)),
                              **kwargs)
@@ -42,7 +44,8 @@ def make(env_id, dt, n, **kwargs):
 
 def energy_balance(env_id, dt, rows, seconds, **kwargs):
     """(ΔE − W) [J] per step and row (T, rows), and E before each step (T, rows)."""
-    env = make(env_id, dt, rows, max_episode_steps=None, terminate_when_unhealthy=False, **kwargs)
+    # one physics step per env step, so that every step is checked; the action is held for 0.05 s by hand
+    env = make(env_id, dt, rows, max_episode_steps=None, terminate_when_unhealthy=False, frame_skip=1, **kwargs)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     budget = env.energy_budget

@@ -210,7 +210,8 @@ def test_reward_equals_sum_of_terms(cls):
 
 
 @pytest.mark.parametrize("env_id, kw", [(IDS[0], {}), (V1_IDS[0], {}),
-                                        (V1_IDS[1], {"terminate_when_unhealthy": False})])
+                                        (V1_IDS[1], {"terminate_when_unhealthy": False}),
+                                        ("pbad_gym/Spider-v2", {"terminate_when_unhealthy": False})])
 def test_gymnasium_vector_wrappers_work_on_native_env(env_id, kw):
     env = gym.make_vec(env_id, num_envs=4, max_episode_steps=5, **kw)
     env = gym.wrappers.vector.ClipAction(env)

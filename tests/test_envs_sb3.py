@@ -26,11 +26,13 @@ def test_sb3_adapter_resets_in_the_same_step_with_terminal_observation():
     assert not done.any() and np.all(reward != 0)
 
 
-def test_sb3_ppo_trains_on_the_native_batch():
+@pytest.mark.parametrize("env_id, kwargs", [("pbad_gym/Swimmer-v0", {}),
+                                            ("pbad_gym/Spider-v2", {"terminate_when_unhealthy": False})])
+def test_sb3_ppo_trains_on_the_native_batch(env_id, kwargs):
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecMonitor
 
-    venv = VecMonitor(SB3VecEnv("pbad_gym/Swimmer-v0", num_envs=4, max_episode_steps=32))
+    venv = VecMonitor(SB3VecEnv(env_id, num_envs=4, max_episode_steps=32, **kwargs))
     model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(256)
     assert len(model.ep_info_buffer) >= 4 and all(ep["l"] == 32 for ep in model.ep_info_buffer)

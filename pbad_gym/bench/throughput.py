@@ -24,7 +24,8 @@ from .common import machine, mujoco_available, out_dir, print_table, stamp, writ
 
 BATCHES = (1, 16, 64, 256, 1024)
 PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"),
-         ("Swimmer-v1", "pbad_gym/Swimmer-v1", "Swimmer-v5"), ("Spider-v1", "pbad_gym/Spider-v1", "Ant-v5"))
+         ("Swimmer-v1", "pbad_gym/Swimmer-v1", "Swimmer-v5"), ("Spider-v1", "pbad_gym/Spider-v1", "Ant-v5"),
+         ("Spider-v2", "pbad_gym/Spider-v2", "Ant-v5"))
 SEED_PAPER_STEPS_PER_S = 20 * 1000 / 12.0  # PBAD paper: 20 swimmer trajectories x 1000 steps in 12 s per iteration
 
 
@@ -208,7 +209,7 @@ def run(args):
 
 
 # --- the RL users' workloads (issue 11) ------------------------------------------------------------------------
-WORKLOAD_ENVS = {"Swimmer": ("pbad_gym/Swimmer-v1", "Swimmer-v5"), "Spider": ("pbad_gym/Spider-v1", "Ant-v5")}
+WORKLOAD_ENVS = {"Swimmer": ("pbad_gym/Swimmer-v1", "Swimmer-v5"), "Spider": ("pbad_gym/Spider-v2", "Ant-v5")}
 
 
 def _steps_time(env, n_steps, seed=0):
