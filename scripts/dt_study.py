@@ -3,7 +3,7 @@
     python scripts/dt_study.py energy [--env pbad_gym/Spider-v1] [--dt 0.05 0.025 0.01] [--rows 8] [--seconds 8]
         [--friction coulomb|viscous|none]
     python scripts/dt_study.py gait --dt 0.01 [--iterations 20] [--popsize 20] [--seconds 10] [--fine 10]
-        [--friction coulomb|viscous|none]
+        [--friction coulomb|viscous|none] [--set KEY=VALUE ...]
 
 ``energy``: uniformly random actions, each held for 0.05 s, on ``rows`` sub-environments; per step the change of
 the mechanical energy E (kinetic + joint-limit penalty + contact normal penalty + gravity, the divergence guard's
@@ -20,6 +20,7 @@ import time
 
 import gymnasium
 import numpy as np
+import yaml
 
 import pbad_gym  # noqa: F401  (registers the ids)
 from pbad_gym.bench.search import cma_search, gait_speed
@@ -92,11 +93,19 @@ def main(argv=None):
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--seconds", type=float, default=None, help="simulated seconds (energy: 8, gait: 10)")
     p.add_argument("--friction", default=None, help="Spider friction model (default: the env's)")
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="more env keyword arguments, values parsed as YAML (e.g. limit_damping=0 "
+                        "contact_stiffness=5e3)")
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--popsize", type=int, default=20)
     p.add_argument("--fine", type=int, default=10)
     args = p.parse_args(argv)
     kwargs = {} if args.friction is None else {"friction": args.friction}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--set takes KEY=VALUE, got {item!r}")
+        kwargs[key] = yaml.safe_load(value)
     for dt in args.dt:
         t0 = time.perf_counter()
         if args.what == "energy":

@@ -94,3 +94,22 @@ def collocation_fd_error(body, forces, K, rng, low=False, B=2):
             Xp[:, a], Xm[:, a] = integrate(body, X[:, a], e), integrate(body, X[:, a], -e)
             Jfd[:, :, :, a, j] = (residual(body, Xp, data, False)[0] - residual(body, Xm, data, False)[0]) / (2 * eps)
     return np.abs(Jr - Jfd).max() / np.abs(Jfd).max()
+
+
+def spider_random_action_run(cls, num_envs, steps, seed=0):
+    """Deepest contact-sphere penetration (fraction of its radius), all-converged and all-finite flags of a run of
+    uniformly random actions on Spider vector env class ``cls`` (no time limit, no termination)."""
+    from pbad_gym.energies.contact import sphere_centres
+
+    env = cls(num_envs=num_envs, max_episode_steps=None, terminate_when_unhealthy=False)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    r = env.body.contact_points()[2]
+    depth, converged, finite = 0.0, True, True
+    for _ in range(steps):
+        obs, reward, _, _, info = env.step(rng.uniform(-1, 1, env.action_space.shape))
+        P = np.asarray(sphere_centres(env.body, env.sim.kinematics()))
+        depth = max(depth, float(np.max((r - P[..., 2]) / r)))
+        converged &= bool(info["converged"].all()) and not info["diverged"].any()
+        finite &= bool(np.all(np.isfinite(obs)) and np.all(np.isfinite(reward)))
+    return depth, converged, finite

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import pbad_gym  # noqa: F401  (registers the environments)
-from pbad_gym.energies.contact import sphere_centres
 from pbad_gym.envs import SpiderV2VectorEnv, SwimmerV1VectorEnv
 
 
@@ -75,33 +74,6 @@ def test_frame_skip_guard_catches_a_kick_inside_the_substeps():
     _, _, _, _, info_ref = ref.step(np.zeros((3, 8)))
     assert info["diverged"].tolist() == [False, True, False] and trunc[1]
     np.testing.assert_array_equal(np.asarray(env.sim.q)[[0, 2]], np.asarray(ref.sim.q)[[0, 2]])
-
-
-def _random_action_run(num_envs, steps, seed=0):
-    """Deepest sphere penetration (fraction of its radius), converged and finite flags of a random-action run."""
-    env = SpiderV2VectorEnv(num_envs=num_envs, max_episode_steps=None, terminate_when_unhealthy=False)
-    env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    r = env.body.contact_points()[2]
-    depth, converged, finite = 0.0, True, True
-    for _ in range(steps):
-        obs, reward, _, _, info = env.step(rng.uniform(-1, 1, (num_envs, 8)))
-        P = np.asarray(sphere_centres(env.body, env.sim.kinematics()))
-        depth = max(depth, float(np.max((r - P[..., 2]) / r)))
-        converged &= bool(info["converged"].all()) and not info["diverged"].any()
-        finite &= bool(np.all(np.isfinite(obs)) and np.all(np.isfinite(reward)))
-    return depth, converged, finite
-
-
-def test_spider_v2_random_actions_short():
-    depth, converged, finite = _random_action_run(4, 40)
-    assert converged and finite and depth < 0.25, depth
-
-
-@pytest.mark.slow
-def test_spider_v2_random_actions_16_by_1000():
-    depth, converged, finite = _random_action_run(16, 1000)
-    assert converged and finite and depth < 0.25, depth
 
 
 def _rebound(sim, steps, coordinate):
