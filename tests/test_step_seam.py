@@ -125,7 +125,7 @@ def test_contact_forces_carry_the_weight_and_respect_coulomb(friction):
     np.testing.assert_array_equal(G[0], F[0])
 
 
-@pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"])
+@pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Spider-v2"])
 def test_envs_pass_the_backend_through_and_both_agree(env_id):
     import gymnasium as gym
 
