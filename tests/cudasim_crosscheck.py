@@ -106,12 +106,14 @@ def run(case):
         return _env_case("pbad_gym/Swimmer-v1", 20)
     if case == "spider":
         return _env_case("pbad_gym/Spider-v1", 15)
+    if case == "spider_v2":  # clamped Kelvin-Voigt damping of contact and limits, frame_skip 5 (20 physics steps)
+        return _env_case("pbad_gym/Spider-v2", 4)
     if case == "spider_float32":
         return _env_case("pbad_gym/Spider-v1", 5, dtype=np.float32)
     raise KeyError(case)
 
 
-CASES = ("chain", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_float32")
+CASES = ("chain", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2", "spider_float32")
 
 if __name__ == "__main__":
     from numba.core import config

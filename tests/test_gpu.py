@@ -235,7 +235,7 @@ def test_fused_matches_cpu(name, record_property):
         np.testing.assert_allclose(to_numpy(b), a, rtol=1e-7, atol=1e-9)
 
 
-@pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"])
+@pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Spider-v2"])
 @pytest.mark.parametrize("dtype,tol,steps,atol", CASES, ids=["float64", "float32"])
 def test_fused_env_matches_cpu(env_id, dtype, tol, steps, atol):
     """The environments on backend='cuda' (device='cuda') follow the CPU reference trajectories."""
