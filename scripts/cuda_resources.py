@@ -1,6 +1,7 @@
 """Registers, local memory and occupancy of the fused GPU kernels, from a compile for a chosen GPU: no GPU needed.
 
     python scripts/cuda_resources.py [--body spider|swimmer|chain10] [--dtype float64|float32] [--cc 9.0]
+                                     [--maxrregcount N]
 
 Compiles ``kernels.cuda.kernel.step_kernel`` and ``finish_kernel`` to PTX with numba-cuda (its NVVM: a CUDA toolkit
 or the nvidia-cuda-nvcc wheel) for compute capability --cc, assembles them with ``ptxas -v`` (from PATH, $CUDA_HOME
@@ -85,6 +86,8 @@ def main(argv=None):
     p.add_argument("--body", choices=("spider", "swimmer", "chain10"), default="spider")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--cc", default="9.0", help="compute capability (default 9.0: H100/H200)")
+    p.add_argument("--maxrregcount", type=int, default=None,
+                   help="cap on registers per thread, as PBAD_CUDA_MAXREG sets it (default: the compiler's choice)")
     args = p.parse_args(argv)
     cc = tuple(int(x) for x in args.cc.split("."))
     import numba
@@ -116,7 +119,8 @@ def main(argv=None):
             src = os.path.join(tmp, "k.ptx")
             with open(src, "w") as f:
                 f.write(ptx)
-            run = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{cc[0]}{cc[1]}", "-O3", src, "-o",
+            cap = [] if args.maxrregcount is None else [f"--maxrregcount={args.maxrregcount}"]
+            run = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{cc[0]}{cc[1]}", "-O3", *cap, src, "-o",
                                   os.path.join(tmp, "k.cubin")], capture_output=True, text=True)
         if run.returncode != 0:
             print(line + f"; ptxas failed: {run.stderr.strip()[-300:]}")

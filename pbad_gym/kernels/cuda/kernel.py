@@ -16,7 +16,9 @@ simulator (plain Python on host arrays: how the CPU-only tests exercise them).
 
 Compiling a kernel takes tens of seconds per dtype. ``PBAD_CUDA_CACHE=1`` caches the compiled kernels on disk; it is
 off by default because numba checks only this file's timestamp, not that of core.py whose functions it compiles in
-(the device check turns it on: a fresh machine, one working tree).
+(the device check turns it on: a fresh machine, one working tree). ``PBAD_CUDA_MAXREG=N`` caps the registers per
+thread (default: the compiler's choice, 255 for the step kernel, which bounds occupancy at 8 warps per SM; 128
+doubles the warps at the cost of a few KB of spills per thread, docs/gpu.md): a knob for timing on a device.
 """
 from __future__ import annotations
 
@@ -27,12 +29,14 @@ from numba import cuda
 from ..numba.core import difference, energy_terms_row, forward_kinematics, step_row
 from ..numba.model import N_TERMS, S_DT, KernelForces, KernelModel
 from ..numba.scratch import StepScratch
+from .device import simulated
+
+_OPTIONS = {"cache": os.environ.get("PBAD_CUDA_CACHE") == "1"}
+if os.environ.get("PBAD_CUDA_MAXREG") and not simulated():  # the simulator's jit takes no register cap
+    _OPTIONS["max_registers"] = int(os.environ["PBAD_CUDA_MAXREG"])
 
 
-_CACHE = os.environ.get("PBAD_CUDA_CACHE") == "1"
-
-
-@cuda.jit(cache=_CACHE)
+@cuda.jit(**_OPTIONS)
 def step_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                 sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
                 sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
@@ -60,7 +64,7 @@ def step_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q,
                  sc)
 
 
-@cuda.jit(cache=_CACHE)
+@cuda.jit(**_OPTIONS)
 def finish_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                   sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
                   sph_r, gravity, drag, damping, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
