@@ -20,8 +20,8 @@
 # working tree: name `.whl` in the device tool's `carry`).
 #
 # SKIP_INSTALL=1 leaves the project uninstalled (the working tree goes on PYTHONPATH; for a dry run on a CPU).
-# Time limits (seconds, overridable): T_TESTS (pytest, 230), FIG4_BUDGET (fig4's own budget, 170) and T_FIG4 (its
-# hard limit, 215); with the installs about 8 minutes at most. Exit status: 0 when the tests and fig4 both succeeded, else the first failure's status.
+# Time limits (seconds, overridable): T_TESTS (pytest, 250), FIG4_BUDGET (fig4's own budget, 155) and T_FIG4 (its
+# hard limit, 200); with the installs about 8 minutes at most. Exit status: 0 when the tests and fig4 both succeeded, else the first failure's status.
 set -u
 
 WHEELS=(gymnasium==1.4.0 cma==4.5.0 farama-notifications==0.0.6)
@@ -39,9 +39,9 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LOG="$OUT/device_check.log"
 PY=${PYTHON:-python3}
-T_TESTS=${T_TESTS:-230}
-FIG4_BUDGET=${FIG4_BUDGET:-170}
-T_FIG4=${T_FIG4:-215}
+T_TESTS=${T_TESTS:-250}
+FIG4_BUDGET=${FIG4_BUDGET:-155}
+T_FIG4=${T_FIG4:-200}
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/pbad_cupy_cache} MPLBACKEND=Agg
 export PBAD_CUDA_CACHE=${PBAD_CUDA_CACHE:-1}
 export NUMBA_THREADING_LAYER=${NUMBA_THREADING_LAYER:-workqueue}
