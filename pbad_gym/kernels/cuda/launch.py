@@ -15,7 +15,9 @@ from ..numba.scratch import BOOL, FLOAT, INT, scratch_shapes
 from ..numba.step import HESSIANS, KernelStep, _constants, _gauge_arrays, as_force_model, contact_fields
 from . import device
 
-THREADS_PER_BLOCK = 64  # one trajectory per thread; small blocks keep the register file of an SM well filled
+# one trajectory per thread; 2 warps per block: at 255 registers per thread an SM holds 8 warps (4 such blocks),
+# and small blocks spread a small batch over more SMs
+THREADS_PER_BLOCK = 64
 _KINDS = {INT: np.int64, BOOL: np.bool_}
 FINISH_FIELDS = ("Rj", "R2", "K", "Xk", "H", "Af", "dv", "piv", "s33", "s3", "xv", "ev", "zv", "qdr", "trow")
 
