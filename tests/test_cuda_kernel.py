@@ -98,3 +98,20 @@ def test_cudasim_float32_close_to_numba_kernel(cudasim, case):
     r = cudasim[case]
     assert r["dq"] <= 1e-4 and r["kin"] <= 1e-4, r
     assert max(v for k, v in r.items() if k not in ("same_iterations", "seconds")) <= 1e-2, r
+
+
+@pytest.mark.slow
+def test_kernels_compile_for_sm90():
+    """The fused kernels compile for the device's target, not only run in the simulator (which executes Python and
+    so would not notice code numba's CUDA target cannot compile, such as an allocation in core.py): an sm_90 compile
+    by numba-cuda and ptxas, no GPU needed (scripts/cuda_resources.py). Needs numba-cuda and a CUDA toolkit's NVVM."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba_cuda") is None:
+        pytest.skip("needs numba-cuda (pip install numba-cuda) and a CUDA toolkit's NVVM")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    run = subprocess.run([sys.executable, str(HERE.parent / "scripts" / "cuda_resources.py"), "--body", "chain10"],
+                         env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "step_kernel: 103 arguments" in run.stdout and "finish_kernel" in run.stdout, run.stdout
