@@ -19,7 +19,7 @@ from .integrators.collocation import node_velocity, start_node
 from .integrators.state import EnergyGauge, energy_terms, order2_velocity
 from .kinematics import forward_kinematics, integrate, normalize
 
-BACKENDS = ("numpy", "numba")
+BACKENDS = ("numpy", "numba", "cuda")
 log = logging.getLogger(__name__)
 
 
@@ -55,6 +55,19 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
 
             return step, "numba"
         log.info("backend='numba' falls back to numpy: %s", reason)
+    if backend == "cuda":
+        from .kernels import cuda as fused
+
+        why = fused.unavailable_reason(device)
+        if why is not None:
+            raise ValueError(why)
+        reason = fused.supports(integrator=integrator, order=order, optimizer=optimizer, contact_model=contact_model,
+                                hessian=hessian, dtype=dtype)
+        if reason is None:
+            from .kernels.cuda.contract import step
+
+            return step, "cuda"
+        log.info("backend='cuda' falls back to numpy: %s", reason)
     if integrator != "pbad":
         return explicit_step(integrator), "numpy"
     if order > 2:
@@ -67,6 +80,10 @@ def select_finish(backend):
     caches of a state that did not come out of a step (None: the NumPy references fill them one at a time)."""
     if backend == "numba":
         from .kernels.numba.contract import finish
+
+        return finish
+    if backend == "cuda":
+        from .kernels.cuda.contract import finish
 
         return finish
     return None
@@ -103,8 +120,10 @@ class Simulator:
             order 2 only).
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
         backend: "numba" (the compiled CPU kernel: order 2, LM, penalty contact; other cases run on numpy with
-            a logged reason), "numpy" (the reference array code; NumPy on CPU, CuPy on GPU) or None (numba on
-            CPU when it imports). ``sim.backend`` is the one that runs.
+            a logged reason), "cuda" (the same kernel fused on the GPU, one thread per trajectory, one launch per
+            step: needs device="cuda" and numba.cuda, or device="cpu" under numba's CUDA simulator; other cases
+            run on numpy, logged), "numpy" (the reference array code; NumPy on CPU, CuPy on GPU) or None (numba
+            on CPU when it imports, numpy on GPU). ``sim.backend`` is the one that runs.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     Methods: ``step(tau)``, ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /

@@ -16,10 +16,11 @@ def test_fig4_quick_runs_the_cpu_side_without_a_device(tmp_path, capsys):
     assert (d / "fig4.png").stat().st_size > 0
     assert "| N \\ B | 4 |" in (d / "fig4.md").read_text()
     chain = list(csv.DictReader(open(d / "fig4_chain.csv")))
-    assert [(r["device"], r["status"]) for r in chain] == [("cpu", "ok"), ("cuda", NEEDS_DEVICE)]
-    assert float(chain[0]["seconds"]) > 0 and chain[0]["backend"] == "numpy"
+    sides = [("cpu", "numpy", "ok"), ("cuda", "numpy", NEEDS_DEVICE), ("cuda", "cuda", NEEDS_DEVICE)]
+    assert [(r["device"], r["backend"], r["status"]) for r in chain] == sides
+    assert float(chain[0]["seconds"]) > 0
     envs = list(csv.DictReader(open(d / "fig4_envs.csv")))
-    assert [(r["device"], r["status"]) for r in envs] == [("cpu", "ok"), ("cuda", NEEDS_DEVICE)]
+    assert [(r["device"], r["backend"], r["status"]) for r in envs] == sides
     assert float(envs[0]["env_steps_per_s"]) > 0
 
 
@@ -27,4 +28,6 @@ def test_speedups_pair_cpu_and_gpu_rows_and_the_budget_stops():
     rows = [(5, 10, 10, "cpu", "numpy", 2.0, 3.0, "ok"), (5, 10, 10, "cuda", "numpy", 0.5, 3.0, "ok"),
             (5, 30, 10, "cpu", "numpy", 4.0, 3.0, "ok"), (5, 30, 10, "cuda", "numpy", None, None, NEEDS_DEVICE)]
     assert speedups(rows) == {(5, 10): 4.0}
+    fused = rows + [(5, 10, 10, "cuda", "cuda", 0.25, 3.0, "ok")]
+    assert speedups(fused, "cuda") == {(5, 10): 8.0} and speedups(fused) == {(5, 10): 4.0}
     assert Budget(0).spent() and not Budget(None).spent()

@@ -101,13 +101,13 @@ ENVS = ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Swimmer-v0", "pba
 CASES = [(np.float64, 1e-11, 10, 1e-9), (np.float32, None, 5, 2e-3)]
 
 
-def _rollout(env_id, device, dtype, tol, steps, n=8, seed=0):
+def _rollout(env_id, device, dtype, tol, steps, n=8, seed=0, backend="numpy"):
     import gymnasium
 
     import pbad_gym  # noqa: F401
 
     env = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", device=device,
-                             dtype=dtype, tol=tol, backend="numpy")
+                             dtype=dtype, tol=tol, backend=backend)
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     qs, obs = [], []
@@ -119,10 +119,23 @@ def _rollout(env_id, device, dtype, tol, steps, n=8, seed=0):
     return np.array(qs), np.array(obs)
 
 
+_CPU_ROLLOUTS = {}
+
+
+def _cpu_rollout(env_id, dtype, tol, steps):
+    """The NumPy CPU reference rollout, computed once per case (the lock-step and the fused GPU paths are both
+    compared with it; NumPy, not numba: compiling the numba kernel would spend the device run's minutes, and the
+    two CPU backends agree to 1e-10 with equal LM iterations, tests/test_numba_kernel.py)."""
+    key = (env_id, np.dtype(dtype).str, tol, steps)
+    if key not in _CPU_ROLLOUTS:
+        _CPU_ROLLOUTS[key] = _rollout(env_id, "cpu", dtype, tol, steps)
+    return _CPU_ROLLOUTS[key]
+
+
 @pytest.mark.parametrize("env_id", ENVS)
 @pytest.mark.parametrize("dtype,tol,steps,atol", CASES, ids=["float64", "float32"])
 def test_env_gpu_matches_cpu(env_id, dtype, tol, steps, atol):
-    q_cpu, o_cpu = _rollout(env_id, "cpu", dtype, tol, steps)
+    q_cpu, o_cpu = _cpu_rollout(env_id, dtype, tol, steps)
     q_gpu, o_gpu = _rollout(env_id, "cuda", dtype, tol, steps)
     np.testing.assert_allclose(q_gpu, q_cpu, atol=atol, rtol=0, err_msg=f"{env_id} {np.dtype(dtype)} q")
     scale = max(1.0, float(np.abs(o_cpu).max()))
@@ -167,3 +180,119 @@ def test_torch_view_of_cupy_is_zero_copy():
     assert t.device.type == "cuda" and t.data_ptr() == a.data.ptr
     a[0] = 5
     assert float(t[0]) == 5.0
+
+
+# --- the fused kernel (backend="cuda": one thread per trajectory, one launch per step) ------------------------------
+def _fused_or_skip():
+    from pbad_gym.kernels.cuda import unavailable_reason
+
+    why = unavailable_reason("cuda")
+    if why is not None:
+        pytest.skip(why)
+
+
+def _fused_case(name):
+    """(body, Simulator keyword arguments, torque scale) of the cross-checked chains (tests/cudasim_crosscheck.py's)."""
+    from conftest import mixed_body
+
+    if name == "chain":
+        return chain(6), dict(dt=0.01), 0.01
+    if name == "tree":
+        return mixed_body(limited=True), dict(dt=0.01, drag=(0.2, 1.0), limit_stiffness=50.0, contact=dict(
+            stiffness=1e3, friction="viscous", damping=10.0)), 0.02
+    return chain(3, floating=True, joint="ball"), dict(dt=0.01, damping=0.05, contact=dict(
+        stiffness=1e3, friction="coulomb", mu=0.8)), 0.2
+
+
+@pytest.mark.parametrize("name", ["chain", "tree", "free_ball"])
+def test_fused_matches_cpu(name, record_property):
+    """The fused GPU kernel against the CPU reference (NumPy: see _cpu_rollout), float64, 20 steps of 64
+    trajectories solved far below the default tolerance (1e-11), so that round-off differences (FMA contraction,
+    libdevice's sin/cos/atan2) do not move the minimiser: q to 1e-9. The share of (step, row) pairs with equal LM
+    iteration counts is recorded (under the CUDA simulator it is 100 %, tests/test_cuda_kernel.py)."""
+    _fused_or_skip()
+    body, kw, scale = _fused_case(name)
+    B = 64
+    sims = [Simulator(body, num_envs=B, device=d, backend=b, tol=1e-11, **kw)
+            for d, b in (("cpu", "numpy"), ("cuda", "cuda"))]
+    assert sims[1].backend == "cuda"
+    rng = np.random.default_rng(0)
+    if body.links[0].joint.type != "free":
+        q0 = rng.uniform(-0.3, 0.3, (B, body.nq))
+        for s in sims:
+            s.reset(q=s.xp.asarray(q0))
+    same, dq = [], 0.0
+    for _ in range(20):
+        tau = scale * rng.standard_normal((B, body.nv))
+        infos = [s.step(s.xp.asarray(tau)) for s in sims]
+        same.append(to_numpy(infos[1]["iterations"]) == infos[0]["iterations"])
+        dq = max(dq, float(np.abs(to_numpy(sims[1].q) - sims[0].q).max()))
+    record_property("equal_iteration_share", float(np.mean(same)))
+    record_property("max_dq", dq)
+    print(f"fused vs CPU {name}: max |dq| {dq:.2e}, equal LM iterations on {np.mean(same):.1%} of row-steps")
+    assert dq <= 1e-9
+    for a, b in zip(sims[0].energy_terms(), sims[1].energy_terms()):
+        np.testing.assert_allclose(to_numpy(b), a, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1", "pbad_gym/Spider-v2"])
+@pytest.mark.parametrize("dtype,tol,steps,atol", CASES, ids=["float64", "float32"])
+def test_fused_env_matches_cpu(env_id, dtype, tol, steps, atol):
+    """The environments on backend='cuda' (device='cuda') follow the CPU reference trajectories."""
+    _fused_or_skip()
+    q_cpu, o_cpu = _cpu_rollout(env_id, dtype, tol, steps)
+    q_gpu, o_gpu = _rollout(env_id, "cuda", dtype, tol, steps, backend="cuda")
+    np.testing.assert_allclose(q_gpu, q_cpu, atol=atol, rtol=0, err_msg=f"{env_id} {np.dtype(dtype)} q")
+    scale = max(1.0, float(np.abs(o_cpu).max()))
+    np.testing.assert_allclose(o_gpu, o_cpu, atol=max(atol, 1e-6) * scale * 10, rtol=0,
+                               err_msg=f"{env_id} {np.dtype(dtype)} observations")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_step_stays_on_device_without_host_sync(dtype, record_property):
+    """One fused step: CuPy arrays in and out (q, q_prev, velocity, kinematics, energy terms, contact memory and
+    force, diagnostics), no host synchronisation by the engine (count_host_syncs), and the CUPTI census of
+    blocking runtime calls recorded (the Simulator's own finiteness check of tau is one)."""
+    import cupy
+
+    _fused_or_skip()
+    from cupti_syncs import CuptiUnavailable, RuntimeCalls
+
+    body = chain(6, floating=True)
+    sim = Simulator(body, dt=0.01, num_envs=64, device="cuda", dtype=dtype, backend="cuda",
+                    contact=dict(stiffness=1e3))
+    sim.step()  # compiles the kernel
+    tau = cupy.asarray(1e-3 * np.random.default_rng(0).standard_normal((64, body.nv)), dtype=dtype)
+    try:
+        with count_host_syncs() as syncs, RuntimeCalls() as calls:
+            info = sim.step(tau)
+        blocking = calls.blocking
+    except CuptiUnavailable:
+        with count_host_syncs() as syncs:
+            info = sim.step(tau)
+        blocking = None
+    record_property("blocking_runtime_calls", blocking)
+    assert syncs.count == 0, dict(syncs.sites)
+    s = sim.state
+    arrays = [a for a in (s.q, s.q_prev, s.velocity, *s.kin, *s.terms, *s.contact, s.force, *info.values())
+              if a is not None]
+    assert all(isinstance(a, cupy.ndarray) for a in arrays)
+    assert s.q.dtype == dtype and s.velocity.dtype == dtype
+
+
+def test_fused_kernel_resources(record_property):
+    """Registers, local memory and the occupancy they allow, read from the compiled kernel (recorded; the
+    docs/gpu.md note compares them with the sm_90 compile made without a device)."""
+    _fused_or_skip()
+    from pbad_gym.kernels.cuda.kernel import step_kernel
+
+    sim = Simulator(chain(4), dt=0.01, num_envs=8, device="cuda", backend="cuda")
+    sim.step()
+    regs = step_kernel.get_regs_per_thread()
+    local = step_kernel.get_local_mem_per_thread()
+    regs = max(regs.values()) if isinstance(regs, dict) else regs
+    local = max(local.values()) if isinstance(local, dict) else local
+    record_property("regs_per_thread", regs)
+    record_property("local_mem_per_thread", local)
+    print(f"fused step kernel: {regs} registers, {local} bytes local memory per thread")
+    assert 0 < regs <= 255

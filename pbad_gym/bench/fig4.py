@@ -3,7 +3,9 @@
 Workload: N-link hinge chains (``model.chain``) released from random poses (one per trajectory), PBAD order 2 with
 LM, dt = 0.01 s, float64; each case times ``--steps`` steps (10) of B trajectories after one warm-up step, on the
 CPU (the fastest CPU backend registered: numba when the Simulator has it, else NumPy) and on the GPU
-(``device="cuda"``; the fastest GPU backend registered, else the NumPy code on CuPy arrays).
+(``device="cuda"``) by both GPU paths: the lock-step NumPy code on CuPy arrays (backend "numpy": many small kernels
+per LM iteration for the whole batch) and the fused kernel (backend "cuda": one thread per trajectory, one launch
+per step; where numba.cuda sees the device).
 
 (a) GPU-over-CPU speed-up vs number of links N, one curve per number of trajectories B;
 (b) the speed-up vs B, one curve per N;
@@ -13,9 +15,10 @@ CPU (the fastest CPU backend registered: numba when the Simulator has it, else N
     CPU and GPU, beside MJX's reported ~1M physics steps/s for Ant-class bodies on an A100 (a reported figure,
     not measured here).
 
-Without CuPy and a CUDA device only the CPU side runs; the GPU columns are marked "needs a device" and the exit
-status is still 0 (table, CSV and PNG are written for what ran). ``--budget`` bounds the whole run: cases left when
-it is spent are recorded as skipped.
+Without CuPy and a CUDA device only the CPU side runs; the GPU columns are marked "needs a device" (the fused
+path's say why numba.cuda cannot run it where a device is present) and the exit status is still 0 (table, CSV
+and PNG are written for what ran). ``--budget`` bounds the whole run: cases left when it is spent are recorded as
+skipped.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ ENVS = ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1")
 MJX_ANT_A100 = 1.0e6  # MJX's reported physics steps/s for Ant-class bodies on an A100 (not measured here)
 PAPER = "PBAD paper (Titan X vs 4-core i7): speed-up 3-6x, rising with N and B; 100 x 10 steps < 1 s for N <= 40"
 NEEDS_DEVICE = "needs a device"
+GPU_BACKENDS = ("numpy", "cuda")  # the lock-step CuPy path, the fused kernel
 
 
 def add_arguments(p):
@@ -51,17 +55,28 @@ def add_arguments(p):
                    "get half of it); cases left when it is spent are recorded as skipped")
     p.add_argument("--no-gpu", action="store_true", help="CPU side only, even where a GPU is present")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    p.add_argument("--cpu-backend", default=None, help="Simulator backend of the CPU side of (a-d) (default: numba "
+    p.add_argument("--cpu-backend", default=None, help="Simulator backend of the CPU side (default: numba "
                    "when registered, else numpy)")
 
 
-def _backends():
-    """(cpu backend, gpu backend): the fastest step implementations the Simulator registers."""
+def _cpu_backend():
+    """The fastest CPU step implementation the Simulator registers."""
     from ..simulator import BACKENDS
 
-    cpu = "numba" if "numba" in BACKENDS else "numpy"
-    gpu = next((b for b in ("cuda", "cupy") if b in BACKENDS), "numpy")
-    return cpu, gpu
+    return "numba" if "numba" in BACKENDS else "numpy"
+
+
+def sides(cpu_backend, have_gpu):
+    """[(device, backend, None or why it cannot run)]: the CPU side and both GPU paths."""
+    out = [("cpu", cpu_backend, None)]
+    for backend in GPU_BACKENDS:
+        why = None if have_gpu else NEEDS_DEVICE
+        if why is None and backend == "cuda":
+            from ..kernels.cuda import unavailable_reason
+
+            why = unavailable_reason("cuda")
+        out.append(("cuda", backend, why))
+    return out
 
 
 def _sync(device):
@@ -103,13 +118,14 @@ def time_chain(n_links, batch, steps, device, backend, dtype, seed=0):
     return wall, float(np.mean([to_numpy(i).mean() for i in its]))
 
 
-def time_env(env_id, batch, seconds, device, seed=0):
+def time_env(env_id, batch, seconds, device, seed=0, backend=None):
     """(env-steps/s, mean LM iterations per step) of a native vector env under uniformly random actions."""
     import gymnasium
 
     import pbad_gym  # noqa: F401  (registers the ids)
 
-    env = gymnasium.make_vec(env_id, num_envs=batch, vectorization_mode="vector_entry_point", device=device)
+    env = gymnasium.make_vec(env_id, num_envs=batch, vectorization_mode="vector_entry_point", device=device,
+                             backend=backend)
     rng = np.random.default_rng(seed)
     shape = env.action_space.shape
     env.reset(seed=seed)
@@ -136,19 +152,19 @@ def _attempt(fn, *args):
         return None, f"{type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}"
 
 
-def chain_grid(links, trajs, steps, devices, backends, dtype, budget, log=print, save=None):
+def chain_grid(links, trajs, steps, sides, dtype, budget, log=print, save=None):
     """Rows (N, B, steps, device, backend, seconds or None, LM iterations or None, status) for every case; each
-    (N, B) runs on every device in ``devices`` before the next, so a spent budget leaves whole pairs. ``save(rows)``
-    is called after each (N, B), so a run stopped from outside keeps what it measured."""
+    (N, B) runs on every side of ``sides`` ((device, backend, None or why not) as :func:`sides` gives them) before
+    the next, so a spent budget leaves whole groups. ``save(rows)`` is called after each (N, B), so a run stopped
+    from outside keeps what it measured."""
     rows = []
     for n in links:
         for b in trajs:
             if save is not None and rows:
                 save(rows)
-            for dev in ("cpu", "cuda"):
-                backend = backends[dev]
-                if dev not in devices:
-                    rows.append((n, b, steps, dev, backend, None, None, NEEDS_DEVICE))
+            for dev, backend, why in sides:
+                if why is not None:
+                    rows.append((n, b, steps, dev, backend, None, None, why))
                     continue
                 if budget.spent():
                     rows.append((n, b, steps, dev, backend, None, None, "skipped: budget spent"))
@@ -156,7 +172,7 @@ def chain_grid(links, trajs, steps, devices, backends, dtype, budget, log=print,
                 res, err = _attempt(time_chain, n, b, steps, dev, backend, dtype)
                 if err:
                     rows.append((n, b, steps, dev, backend, None, None, err))
-                    log(f"  N {n:3d} B {b:5d} {dev:4s}: failed ({err})")
+                    log(f"  N {n:3d} B {b:5d} {dev:4s} ({backend}): failed ({err})")
                 else:
                     rows.append((n, b, steps, dev, backend, res[0], res[1], "ok"))
                     log(f"  N {n:3d} B {b:5d} {dev:4s} ({backend}): {res[0]:8.3f} s for {steps} steps, "
@@ -164,33 +180,46 @@ def chain_grid(links, trajs, steps, devices, backends, dtype, budget, log=print,
     return rows
 
 
-def env_grid(envs, batches, seconds, devices, cpu_max, budget, log=print, save=None):
-    """Rows (env, num_envs, device, env-steps/s or None, LM iterations or None, status); ``save(rows)`` as in
-    :func:`chain_grid`."""
+def env_grid(envs, batches, seconds, sides, cpu_max, budget, log=print, save=None):
+    """Rows (env, num_envs, device, backend, env-steps/s or None, LM iterations or None, status); ``sides`` and
+    ``save(rows)`` as in :func:`chain_grid`."""
     rows = []
     for env_id in envs:
         for b in batches:
             if save is not None and rows:
                 save(rows)
-            for dev in ("cpu", "cuda"):
-                if dev not in devices:
-                    rows.append((env_id, b, dev, None, None, NEEDS_DEVICE))
+            for dev, backend, why in sides:
+                if why is not None:
+                    rows.append((env_id, b, dev, backend, None, None, why))
                 elif dev == "cpu" and b > cpu_max:
-                    rows.append((env_id, b, dev, None, None, f"skipped: num_envs > --cpu-max-envs {cpu_max}"))
+                    rows.append((env_id, b, dev, backend, None, None,
+                                 f"skipped: num_envs > --cpu-max-envs {cpu_max}"))
                 elif budget.spent():
-                    rows.append((env_id, b, dev, None, None, "skipped: budget spent"))
+                    rows.append((env_id, b, dev, backend, None, None, "skipped: budget spent"))
                 else:
-                    res, err = _attempt(time_env, env_id, b, seconds, dev)
-                    rows.append((env_id, b, dev, None, None, err) if err else (env_id, b, dev, res[0], res[1], "ok"))
-                    log(f"  {env_id} num_envs {b:6d} {dev:4s}: " + (f"failed ({err})" if err else
+                    res, err = _attempt(time_env, env_id, b, seconds, dev, 0, backend)
+                    rows.append((env_id, b, dev, backend, None, None, err) if err else
+                                (env_id, b, dev, backend, res[0], res[1], "ok"))
+                    log(f"  {env_id} num_envs {b:6d} {dev:4s} ({backend}): " + (f"failed ({err})" if err else
                         f"{res[0]:12.0f} env-steps/s, LM iterations {res[1]:.2f}"), flush=True)
     return rows
 
 
-def speedups(rows):
-    """{(N, B): cpu seconds / gpu seconds} for the cases measured on both devices."""
-    t = {(r[0], r[1], r[3]): r[5] for r in rows if r[5] is not None}
-    return {(n, b): t[(n, b, "cpu")] / t[(n, b, "cuda")] for (n, b, d) in t if d == "cuda" and (n, b, "cpu") in t}
+def speedups(rows, gpu_backend="numpy"):
+    """{(N, B): cpu seconds / gpu seconds} for the cases measured on the CPU and by the GPU path ``gpu_backend``
+    ("numpy": lock-step CuPy, "cuda": fused kernel)."""
+    t = {(r[0], r[1], r[3], r[4] if r[3] == "cuda" else "cpu"): r[5] for r in rows if r[5] is not None}
+    return {(n, b): t[(n, b, "cpu", "cpu")] / t[(n, b, d, be)] for (n, b, d, be) in t
+            if d == "cuda" and be == gpu_backend and (n, b, "cpu", "cpu") in t}
+
+
+def _side_label(dev, backend):
+    return "cpu" if dev == "cpu" else ("GPU fused" if backend == "cuda" else "GPU lock-step")
+
+
+def _seconds(rows):
+    """{(N, B, side label): seconds} of the measured chain rows."""
+    return {(r[0], r[1], _side_label(r[3], r[4])): r[5] for r in rows if r[5] is not None}
 
 
 def plot(path, chain_rows, env_rows, links, trajs, have_gpu, steps=10):
@@ -199,49 +228,58 @@ def plot(path, chain_rows, env_rows, links, trajs, have_gpu, steps=10):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sp = speedups(chain_rows)
-    sec = {(r[0], r[1], r[3]): r[5] for r in chain_rows if r[5] is not None}
+    sps = {be: speedups(chain_rows, be) for be in GPU_BACKENDS}
+    sec = _seconds(chain_rows)
+    labels = ("cpu", "GPU lock-step", "GPU fused")
+    styles = {"cpu": "o-", "GPU lock-step": "s--", "GPU fused": "^-"}
     fig, axes = plt.subplots(1, 5, figsize=(27, 4.8))
     note = "" if have_gpu else "\n(GPU side needs a device: not run here)"
     ax = axes[0]
-    for b in trajs:
-        xs = [n for n in links if (n, b) in sp]
-        if xs:
-            ax.plot(xs, [sp[(n, b)] for n in xs], "o-", label=f"B = {b}")
+    for k, b in enumerate(trajs):
+        for be, style in (("cuda", "^-"), ("numpy", "s--")):
+            sp = sps[be]
+            xs = [n for n in links if (n, b) in sp]
+            if xs:
+                ax.plot(xs, [sp[(n, b)] for n in xs], style, color=f"C{k}",
+                        label=f"B = {b} {_side_label('cuda', be)[4:]}")
     ax.axhspan(3, 6, color="0.9", label="paper: 3-6x")
     ax.set(xlabel="links N", ylabel="GPU / CPU speed-up", title="(a) speed-up vs links" + note)
     ax = axes[1]
-    for n in links:
-        xs = [b for b in trajs if (n, b) in sp]
-        if xs:
-            ax.plot(xs, [sp[(n, b)] for b in xs], "o-", label=f"N = {n}")
+    for k, n in enumerate(links):
+        for be, style in (("cuda", "^-"), ("numpy", "s--")):
+            sp = sps[be]
+            xs = [b for b in trajs if (n, b) in sp]
+            if xs:
+                ax.plot(xs, [sp[(n, b)] for b in xs], style, color=f"C{k}",
+                        label=f"N = {n} {_side_label('cuda', be)[4:]}")
     ax.axhspan(3, 6, color="0.9", label="paper: 3-6x")
     ax.set(xscale="log", xlabel="trajectories B", ylabel="GPU / CPU speed-up",
            title="(b) speed-up vs trajectories" + note)
     ax = axes[2]
     b100 = 100 if 100 in trajs else trajs[len(trajs) // 2]
-    for dev, style in (("cpu", "o-"), ("cuda", "s-")):
-        xs = [n for n in links if (n, b100, dev) in sec]
+    for side in labels:
+        xs = [n for n in links if (n, b100, side) in sec]
         if xs:
-            ax.plot(xs, [sec[(n, b100, dev)] for n in xs], style, label=dev)
+            ax.plot(xs, [sec[(n, b100, side)] for n in xs], styles[side], label=side)
     ax.axhline(1.0, color="C3", ls=":", label="paper GPU: < 1 s for N <= 40")
     ax.set(yscale="log", xlabel="links N", ylabel="seconds", title=f"(c) {b100} trajectories x {steps} steps")
     ax = axes[3]
     n10 = 10 if 10 in links else links[0]
-    for dev, style in (("cpu", "o-"), ("cuda", "s-")):
-        xs = [b for b in trajs if (n10, b, dev) in sec]
+    for side in labels:
+        xs = [b for b in trajs if (n10, b, side) in sec]
         if xs:
-            ax.plot(xs, [sec[(n10, b, dev)] for b in xs], style, label=dev)
+            ax.plot(xs, [sec[(n10, b, side)] for b in xs], styles[side], label=side)
     ax.set(xscale="log", yscale="log", xlabel="trajectories B", ylabel="seconds", title=f"(d) N = {n10}, {steps} steps")
     ax = axes[4]
     for k, env_id in enumerate(sorted({r[0] for r in env_rows})):
-        for dev, style in (("cpu", "o-"), ("cuda", "s--")):
-            pts = [(r[1], r[3]) for r in env_rows if r[0] == env_id and r[2] == dev and r[3] is not None]
+        for side in labels:
+            pts = [(r[1], r[4]) for r in env_rows
+                   if r[0] == env_id and _side_label(r[2], r[3]) == side and r[4] is not None]
             if pts:
-                ax.plot(*zip(*pts), style, color=f"C{k}", label=f"{env_id.split('/')[-1]} {dev}")
+                ax.plot(*zip(*pts), styles[side], color=f"C{k}", label=f"{env_id.split('/')[-1]} {side}")
     ax.axhline(MJX_ANT_A100, color="C3", ls=":", label="MJX Ant, A100 (reported ~1M/s)")
     ax.set(xscale="log", yscale="log", xlabel="num_envs", ylabel="env-steps/s", title="(e) env throughput" + note)
-    if not sp:
+    if not any(sps.values()):
         for ax in axes[:2]:
             ax.text(0.5, 0.5, "no GPU measurement:\nneeds a device", transform=ax.transAxes, ha="center")
     for ax in axes:
@@ -254,26 +292,30 @@ def plot(path, chain_rows, env_rows, links, trajs, have_gpu, steps=10):
 
 def markdown(title, chain_rows, env_rows, links, trajs, steps):
     """The results as Markdown tables (for BENCHMARKS.md)."""
-    sec = {(r[0], r[1], r[3]): r[5] for r in chain_rows}
-    sp = speedups(chain_rows)
+    sec = _seconds(chain_rows)
+    sps = {be: speedups(chain_rows, be) for be in GPU_BACKENDS}
 
     def cell(v, fmt="{:.3g} s"):
         return "–" if v is None else fmt.format(v)
 
-    lines = [f"{title}", "", f"Seconds for {steps} steps of B N-link chains, CPU / GPU (speed-up):", "",
+    def speedup(n, b, be):
+        return f" ({sps[be][(n, b)]:.2g}x)" if (n, b) in sps[be] else ""
+
+    lines = [f"{title}", "", f"Seconds for {steps} steps of B N-link chains, CPU / GPU lock-step (speed-up) / "
+             "GPU fused (speed-up):", "",
              "| N \\ B | " + " | ".join(str(b) for b in trajs) + " |", "|---" * (len(trajs) + 1) + "|"]
     for n in links:
         lines.append(f"| {n} | " + " | ".join(
-            f"{cell(sec.get((n, b, 'cpu')))} / {cell(sec.get((n, b, 'cuda')))}"
-            + (f" ({sp[(n, b)]:.2g}x)" if (n, b) in sp else "") for b in trajs) + " |")
+            f"{cell(sec.get((n, b, 'cpu')))} / {cell(sec.get((n, b, 'GPU lock-step')))}{speedup(n, b, 'numpy')} / "
+            f"{cell(sec.get((n, b, 'GPU fused')))}{speedup(n, b, 'cuda')}" for b in trajs) + " |")
     if env_rows:
         batches = sorted({r[1] for r in env_rows})
-        rate = {(r[0], r[1], r[2]): r[3] for r in env_rows}
-        lines += ["", "Env-steps/s under random actions, CPU / GPU:", "",
+        rate = {(r[0], r[1], _side_label(r[2], r[3])): r[4] for r in env_rows}
+        lines += ["", "Env-steps/s under random actions, CPU / GPU lock-step / GPU fused:", "",
                   "| env | " + " | ".join(str(b) for b in batches) + " |", "|---" * (len(batches) + 1) + "|"]
         for env_id in sorted({r[0] for r in env_rows}):
-            lines.append(f"| {env_id} | " + " | ".join(
-                f"{cell(rate.get((env_id, b, 'cpu')), '{:,.0f}')} / {cell(rate.get((env_id, b, 'cuda')), '{:,.0f}')}"
+            lines.append(f"| {env_id} | " + " | ".join(" / ".join(
+                cell(rate.get((env_id, b, side)), "{:,.0f}") for side in ("cpu", "GPU lock-step", "GPU fused"))
                 for b in batches) + " |")
     return "\n".join(lines) + "\n"
 
@@ -290,10 +332,9 @@ def run(args):
     envs = tuple(args.envs or ENVS)
     env_seconds = 0.2 if quick else args.env_seconds
     have_gpu = not args.no_gpu and gpu_available()
-    devices = ("cpu", "cuda") if have_gpu else ("cpu",)
-    cpu_backend, gpu_backend = _backends()
-    cpu_backend = args.cpu_backend or cpu_backend
-    backends = {"cpu": cpu_backend, "cuda": gpu_backend}
+    cpu_backend = args.cpu_backend or _cpu_backend()
+    grid_sides = sides(cpu_backend, have_gpu)
+    fused = grid_sides[-1][2] is None
     budget = Budget(args.budget)
     gpu_name = ""
     if have_gpu:
@@ -307,39 +348,44 @@ def run(args):
 
         threads = f" ({numba.get_num_threads()} threads)"
     print(f"pbad-bench fig4 on {machine()}, {stamp()}; {args.dtype}; CPU backend {cpu_backend}{threads}, GPU "
-          + (f"{gpu_name}, backend {gpu_backend} on CuPy" if have_gpu else "none"))
+          + (f"{gpu_name}: lock-step CuPy (backend numpy) and fused kernel (backend cuda): "
+             + ("runs" if fused else f"not run ({grid_sides[-1][2]})") if have_gpu else "none"))
     if not have_gpu:
         print(f"NOTE: no GPU here (CuPy and a CUDA device are needed{'; --no-gpu given' if args.no_gpu else ''}): "
               "only the CPU side runs; the GPU columns and the speed-ups need a device "
               "(scripts/device_check.sh runs them).")
 
     header = ["n_links", "trajectories", "steps", "device", "backend", "seconds", "mean_lm_iterations", "status"]
-    env_header = ["env", "num_envs", "device", "env_steps_per_s", "mean_lm_iterations", "status"]
+    env_header = ["env", "num_envs", "device", "backend", "env_steps_per_s", "mean_lm_iterations", "status"]
     # the chain grid gets half the budget, so that a long grid cannot crowd out panel (e)
     chain_budget = Budget(None if args.budget is None else 0.5 * args.budget)
-    chain_rows = chain_grid(links, trajs, steps, devices, backends, np.dtype(args.dtype), chain_budget,
+    chain_rows = chain_grid(links, trajs, steps, grid_sides, np.dtype(args.dtype), chain_budget,
                             save=lambda rows: write_csv(out / "fig4_chain.csv", rows, header))
     write_csv(out / "fig4_chain.csv", chain_rows, header)
-    sp = speedups(chain_rows)
-    sec = {(r[0], r[1], r[3]): r[5] for r in chain_rows}
-    table = [(n, b, sec.get((n, b, "cpu")) if sec.get((n, b, "cpu")) is not None else "-",
-              sec.get((n, b, "cuda")) if sec.get((n, b, "cuda")) is not None else
-              (NEEDS_DEVICE if not have_gpu else "-"),
-              sp[(n, b)] if (n, b) in sp else "-") for n in links for b in trajs]
-    print_table(table, ["N", "B", f"CPU s ({steps} steps)", f"GPU s ({steps} steps)", "speed-up"],
+    sps = {be: speedups(chain_rows, be) for be in GPU_BACKENDS}
+    sec = _seconds(chain_rows)
+    gone = NEEDS_DEVICE if not have_gpu else "-"
+
+    def get(table, key):
+        return table[key] if key in table else gone
+
+    table = [(n, b, sec.get((n, b, "cpu"), "-"), get(sec, (n, b, "GPU lock-step")), get(sps["numpy"], (n, b)),
+              get(sec, (n, b, "GPU fused")), get(sps["cuda"], (n, b))) for n in links for b in trajs]
+    print_table(table, ["N", "B", f"CPU s ({steps} steps)", "GPU lock-step s", "speed-up", "GPU fused s", "speed-up"],
                 f"(a-d) N-link chains, {steps} steps of B trajectories; {PAPER}")
 
-    env_rows = env_grid(envs, env_batches, env_seconds, devices, args.cpu_max_envs, budget,
+    env_rows = env_grid(envs, env_batches, env_seconds, grid_sides, args.cpu_max_envs, budget,
                         save=lambda rows: write_csv(out / "fig4_envs.csv", rows, env_header)) if env_batches else []
     write_csv(out / "fig4_envs.csv", env_rows, env_header)
     if env_rows:
-        print_table([(r[0], r[1], r[2], r[3] if r[3] is not None else r[5], r[4] if r[4] is not None else "-")
-                     for r in env_rows], ["env", "num_envs", "device", "env-steps/s", "LM it."],
+        print_table([(r[0], r[1], r[2], r[3], r[4] if r[4] is not None else r[6], r[5] if r[5] is not None else "-")
+                     for r in env_rows], ["env", "num_envs", "device", "backend", "env-steps/s", "LM it."],
                     f"(e) env throughput, random actions; MJX reports ~{MJX_ANT_A100:.0e} physics steps/s for "
                     "Ant-class bodies on an A100 (reported, not measured here)")
     plot(out / "fig4.png", chain_rows, env_rows, links, trajs, have_gpu, steps)
     title = (f"`pbad-bench fig4` on {machine()}, GPU {gpu_name or 'none'}, {stamp()}, {args.dtype}, CPU backend "
-             f"{cpu_backend}{threads}, GPU backend {gpu_backend if have_gpu else '–'}")
+             f"{cpu_backend}{threads}, GPU backends: lock-step CuPy"
+             + (", fused kernel" if fused else f" (fused kernel not run: {grid_sides[-1][2]})"))
     (out / "fig4.md").write_text(markdown(title, chain_rows, env_rows, links, trajs, steps))
     if not have_gpu:
         print("GPU columns: needs a device (not run here).")

@@ -20,6 +20,7 @@ from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTIO
                     F_MAX_ITER, N_TERMS, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_D,
                     S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC,
                     T_LIMITS, KernelForces, KernelModel)
+from .scratch import alloc_scratch
 
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
@@ -908,24 +909,9 @@ def _measure(g, D):
 
 
 @_jit
-def _scratch(m, dtype):
-    L, nv = m.mass.shape[0], m.dof_link.shape[0]
-    return (np.empty((2, L, 3, 3), dtype), np.empty((2, L, 3), dtype), np.empty((2, nv, 3), dtype),
-            np.empty((2, nv, 3), dtype), np.empty((2, L, 3, 3), dtype), np.empty((2, L, 3), dtype),
-            np.empty((2, nv), dtype))
-
-
-@_jit
 def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
               out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r0, r1):
-    """The step of trajectories r0 … r1−1, each running its own Levenberg-Marquardt to convergence.
-
-    With ``want`` != 0 each row also leaves what the environment reads of its new state (one call per env step,
-    no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
-    out_v: the LM's own evaluation at its accepted point), the divergence guard's energy terms (out_terms, see
-    :func:`energy_terms_row`; DOFs ``act`` with ``gear``) and, with contact, the new contact memory (out_cP,
-    out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With want == 0 these
-    outputs are not touched (they may be empty).
+    """The step of trajectories r0 … r1−1 (:func:`step_row` each, on one scratch set).
 
     Views of arrays bump their (atomic) reference counts, and threads sharing an array fight over its count's
     cache line: each chunk works on its own copies of the constants and of its rows' inputs."""
@@ -935,138 +921,142 @@ def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, o
                     m.lim_hi.copy(), m.mass.copy(), m.c.copy(), m.S.copy(), m.place_R.copy(), m.place_t.copy(),
                     m.axis1.copy(), m.axis2.copy(), m.armature.copy(), m.sph_p0.copy(), m.sph_r.copy())
     fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.damping.copy(), fo.flags.copy(), fo.scalars.copy())
-    dtype = q_cur.dtype
-    n_s = cP.shape[1]
-    qp, qc, ta = np.empty(q_cur.shape[1], dtype), np.empty(q_cur.shape[1], dtype), np.empty(tau.shape[1], dtype)
-    cPr, canr = np.empty((n_s, 3), dtype), np.empty((n_s, 3), dtype)
-    car, cnr = np.empty(n_s, np.bool_), np.empty(n_s, dtype)
-    L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
-    sc, fl = fo.scalars, fo.flags
-    tol, eps, mu0 = sc[S_TOL], sc[S_MACH_EPS], sc[S_MU0]
-    max_iter = fl[F_MAX_ITER]
-    Rs, ts, ws, vs, Gs, fs, gs = _scratch(m, dtype)
-    xs = np.empty((2, nq), dtype)
-    Rp, tp = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
-    Rr, tr = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
-    A, bt, Wd = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype), np.empty((L, 3, 3), dtype)
-    wtmp, vtmp = np.empty((nv, 3), dtype), np.empty((nv, 3), dtype)
-    Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)
-    wr = np.empty((L, 6), dtype)
-    K, Z, F = np.empty((L, 6, 6), dtype), np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
-    Xk = np.empty((nv, 6), dtype)
-    H, Hd, Af = np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty((nv, nv), dtype)
-    D, dx, dv = np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype)
-    piv = np.empty(nv, np.int64)
-    qpred = np.empty(nq, dtype)
-    s33, s3, s36 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype)
-    xv, ev, zv, qdr, trow = _finish_scratch(m, dtype)
+    sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1], cP.shape[1], q_cur.dtype)
     act, gear = act.copy(), gear.copy()
-    dt = sc[S_DT]
     for r in range(r0, r1):
-        for k in range(qc.shape[0]):
-            qp[k], qc[k] = q_prev[r, k], q_cur[r, k]
-        for k in range(ta.shape[0]):
-            ta[k] = tau[r, k]
-        for k in range(n_s):
-            car[k], cnr[k] = cact[r, k], cnorm[r, k]
-            for a in range(3):
-                cPr[k, a], canr[k, a] = cP[r, k, a], canc[r, k, a]
-        # step data (integrators/pbad.py prepare_step)
-        forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
-        forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
+        step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
+                 out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r,
+                 sc)
+
+
+@_jit
+def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
+             out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc):
+    """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
+    (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row).
+
+    With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
+    no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
+    out_v: the LM's own evaluation at its accepted point), the divergence guard's energy terms (out_terms, see
+    :func:`energy_terms_row`; DOFs ``act`` with ``gear``) and, with contact, the new contact memory (out_cP,
+    out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With want == 0 these
+    outputs are not touched (they may be empty)."""
+    qp, qc, ta, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.cPr, sc.canr, sc.car, sc.cnr
+    Rs, ts, ws, vs, Gs, fs, gs, xs = sc.Rs, sc.ts, sc.ws, sc.vs, sc.Gs, sc.fs, sc.gs, sc.xs
+    Rp, tp, Rr, tr, A, bt, Wd = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd
+    wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk = sc.wtmp, sc.vtmp, sc.Rj, sc.R2, sc.wr, sc.K, sc.Z, sc.F, sc.Xk
+    H, Hd, Af, D, dx, dv, piv, qpred = sc.H, sc.Hd, sc.Af, sc.D, sc.dx, sc.dv, sc.piv, sc.qpred
+    s33, s3, s36, xv, ev, zv, qdr, trow = sc.s33, sc.s3, sc.s36, sc.xv, sc.ev, sc.zv, sc.qdr, sc.trow
+    n_s = cP.shape[1]
+    L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
+    sc_, fl = fo.scalars, fo.flags
+    tol, eps, mu0 = sc_[S_TOL], sc_[S_MACH_EPS], sc_[S_MU0]
+    max_iter = fl[F_MAX_ITER]
+    dt = sc_[S_DT]
+    for k in range(qc.shape[0]):
+        qp[k], qc[k] = q_prev[r, k], q_cur[r, k]
+    for k in range(ta.shape[0]):
+        ta[k] = tau[r, k]
+    for k in range(n_s):
+        car[k], cnr[k] = cact[r, k], cnorm[r, k]
+        for a in range(3):
+            cPr[k, a], canr[k, a] = cP[r, k, a], canc[r, k, a]
+    # step data (integrators/pbad.py prepare_step)
+    forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
+    forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
+    for i in range(L):
+        for a in range(3):
+            bt[i, a] = 2 * tr[i, a] - tp[i, a]
+            for b in range(3):
+                A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
+    if fl[F_DRAG]:
         for i in range(L):
+            C = fo.drag
             for a in range(3):
-                bt[i, a] = 2 * tr[i, a] - tp[i, a]
                 for b in range(3):
-                    A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
-        if fl[F_DRAG]:
-            for i in range(L):
-                C = fo.drag
-                for a in range(3):
-                    for b in range(3):
-                        Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
-                                       + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
-        difference(m, qp, qc, dv)
-        integrate(m, qc, dv, qpred)
-        # Levenberg-Marquardt (optim/lm.py)
-        cu = 0
-        for k in range(nq):
-            xs[0, k] = qpred[k]
-        E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
-                         ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], Hd, s33, s3)
-        hessian(m, fo, xs[0], qc, qpred, ta, Rs[0], ts[0], ws[0], vs[0], Gs[0], fs[0], Wd, cPr, car, cnr, canr,
-                K, Z, F, Xk, H, D, s33, s3, s36, dv)
-        mu = mu0
-        iters = 0
-        conv = False
-        gnorm = _measure(gs[0], D)
-        for _ in range(max_iter):
-            if gnorm < tol:
-                conv = True
-                break
-            g = gs[cu]
-            ok = solve_damped(H, D, mu, g, Af, dx, piv)
-            gdx = 0.0
-            curv = 0.0
-            for j in range(nv):
-                hj = 0.0
-                for k in range(nv):
-                    hj += H[j, k] * dx[k]
-                curv += dx[j] * hj
-                gdx += g[j] * dx[j]
-            pred = -(gdx + 0.5 * curv)
-            if ok:
-                for j in range(nv):
-                    if not math.isfinite(dx[j]):
-                        ok = False
-            if not ok:
-                for j in range(nv):
-                    dx[j] = 0.0
-            nx = 1 - cu
-            integrate(m, xs[cu], dx, xs[nx])
-            E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
-                                 ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], Hd, s33, s3)
-            band = _EPS_BAND * eps * max(abs(E), abs(E_try))
-            accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
-            iters += 1
-            if accept:
-                mu = mu / 3.0
-            else:
-                mu = min(max(mu * 10.0, 1e-6), 1e12)
-            gn_try = _measure(gs[nx], D)
-            if accept and gn_try >= tol:
-                hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
-                        car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36, dv)
-                gn_try = _measure(gs[nx], D)
-            if accept:
-                cu, E, gnorm = nx, E_try, gn_try
+                    Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
+                                   + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
+    difference(m, qp, qc, dv)
+    integrate(m, qc, dv, qpred)
+    # Levenberg-Marquardt (optim/lm.py)
+    cu = 0
+    for k in range(nq):
+        xs[0, k] = qpred[k]
+    E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
+                     ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], Hd, s33, s3)
+    hessian(m, fo, xs[0], qc, qpred, ta, Rs[0], ts[0], ws[0], vs[0], Gs[0], fs[0], Wd, cPr, car, cnr, canr,
+            K, Z, F, Xk, H, D, s33, s3, s36, dv)
+    mu = mu0
+    iters = 0
+    conv = False
+    gnorm = _measure(gs[0], D)
+    for _ in range(max_iter):
         if gnorm < tol:
             conv = True
-        for k in range(nq):
-            out_q[r, k] = xs[cu, k]
-        out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
-        if want != 0:
-            difference(m, qc, xs[cu], dv)
+            break
+        g = gs[cu]
+        ok = solve_damped(H, D, mu, g, Af, dx, piv)
+        gdx = 0.0
+        curv = 0.0
+        for j in range(nv):
+            hj = 0.0
             for k in range(nv):
-                qdr[k] = dv[k] / dt
-                out_qd[r, k] = qdr[k]
-            Rc_, tc_, wc_, vc_ = Rs[cu], ts[cu], ws[cu], vs[cu]
-            for i in range(L):
-                for a in range(3):
-                    out_t[r, i, a] = tc_[i, a]
-                    for b in range(3):
-                        out_R[r, i, a, b] = Rc_[i, a, b]
-            for k in range(nv):
-                for a in range(3):
-                    out_w[r, k, a] = wc_[k, a]
-                    out_v[r, k, a] = vc_[k, a]
-            energy_terms_row(m, fo, act, gear, xs[cu], qdr, Rc_, tc_, wc_, vc_, K, Xk, H, Af, xv, ev, zv, piv, s33,
-                             s3, trow)
-            for k in range(N_TERMS):
-                out_terms[r, k] = trow[k]
-            if fl[F_CONTACT]:
-                contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
-                               out_force, s3[3], s33[3], s3[4])
+                hj += H[j, k] * dx[k]
+            curv += dx[j] * hj
+            gdx += g[j] * dx[j]
+        pred = -(gdx + 0.5 * curv)
+        if ok:
+            for j in range(nv):
+                if not math.isfinite(dx[j]):
+                    ok = False
+        if not ok:
+            for j in range(nv):
+                dx[j] = 0.0
+        nx = 1 - cu
+        integrate(m, xs[cu], dx, xs[nx])
+        E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
+                             ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], Hd, s33, s3)
+        band = _EPS_BAND * eps * max(abs(E), abs(E_try))
+        accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
+        iters += 1
+        if accept:
+            mu = mu / 3.0
+        else:
+            mu = min(max(mu * 10.0, 1e-6), 1e12)
+        gn_try = _measure(gs[nx], D)
+        if accept and gn_try >= tol:
+            hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
+                    car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36, dv)
+            gn_try = _measure(gs[nx], D)
+        if accept:
+            cu, E, gnorm = nx, E_try, gn_try
+    if gnorm < tol:
+        conv = True
+    for k in range(nq):
+        out_q[r, k] = xs[cu, k]
+    out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
+    if want != 0:
+        difference(m, qc, xs[cu], dv)
+        for k in range(nv):
+            qdr[k] = dv[k] / dt
+            out_qd[r, k] = qdr[k]
+        Rc_, tc_, wc_, vc_ = Rs[cu], ts[cu], ws[cu], vs[cu]
+        for i in range(L):
+            for a in range(3):
+                out_t[r, i, a] = tc_[i, a]
+                for b in range(3):
+                    out_R[r, i, a, b] = Rc_[i, a, b]
+        for k in range(nv):
+            for a in range(3):
+                out_w[r, k, a] = wc_[k, a]
+                out_v[r, k, a] = vc_[k, a]
+        energy_terms_row(m, fo, act, gear, xs[cu], qdr, Rc_, tc_, wc_, vc_, K, Xk, H, Af, xv, ev, zv, piv, s33,
+                         s3, trow)
+        for k in range(N_TERMS):
+            out_terms[r, k] = trow[k]
+        if fl[F_CONTACT]:
+            contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
+                           out_force, s3[3], s33[3], s3[4])
 
 
 @njit(cache=True, parallel=True, nogil=True)
