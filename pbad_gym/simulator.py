@@ -16,7 +16,7 @@ from .energies import contact_state, make_force_model, sphere_forces
 from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
                           collocation, explicit_step, impulse, pbad)
 from .integrators.collocation import node_velocity, start_node
-from .integrators.state import EnergyGauge, energy_terms, order2_velocity
+from .integrators.state import EnergyGauge, EnergyTerms, energy_terms, order2_velocity
 from .kinematics import forward_kinematics, integrate, normalize
 
 BACKENDS = ("numpy", "numba", "cuda")
@@ -73,6 +73,16 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
     if order > 2:
         return collocation.step, "numpy"
     return (impulse.step if contact_model == "impulse" else pbad.step), "numpy"
+
+
+def select_substeps(backend):
+    """The backend's fused ``substeps(model, state, tau, options, n) -> (state, info, [EnergyTerms] * n)`` that
+    runs n steps in one call (None: the Simulator loops over single steps)."""
+    if backend == "numba":
+        from .kernels.numba.contract import substeps
+
+        return substeps
+    return None
 
 
 def select_finish(backend):
@@ -182,6 +192,7 @@ class Simulator:
                                                optimizer=self.options.optimizer, hessian=self.options.hessian,
                                                dtype=self.dtype, device=device)
         self._finish = select_finish(self.backend)
+        self._substeps = select_substeps(self.backend)
         self._gauge = None
         self._shape_tau = (self.num_envs, body.nv)
         self.model = self._make_model(params)
@@ -413,14 +424,44 @@ class Simulator:
         """
         return self.step_info(tau).as_dict()
 
-    def step_info(self, tau=None):
-        """:meth:`step` returning the step's :class:`~pbad_gym.integrators.StepInfo` itself (unset fields None)."""
+    def _checked_tau(self, tau):
         xp = self.xp
         if type(tau) is xp.ndarray and tau.dtype == self.dtype and tau.shape == self._shape_tau:
             if not bool(xp.isfinite(tau).all()):  # the common case: checked, not copied (steps never write tau)
                 raise ValueError("tau contains NaN or inf")
-        else:
-            tau = self._batch(np.zeros(self.body.nv) if tau is None else tau, self.body.nv, "tau")
+            return tau
+        return self._batch(np.zeros(self.body.nv) if tau is None else tau, self.body.nv, "tau")
+
+    def step_substeps(self, tau, n):
+        """``n`` steps under the same generalised force tau (B, nv) (an environment's frame_skip). Returns the
+        combined :class:`~pbad_gym.integrators.StepInfo` (iterations summed over the steps, the last step's
+        gradient norm and other diagnostics, converged on every step) and the n states' energy terms
+        (:meth:`energy_terms`, what the divergence guard checks after every step) as one EnergyTerms whose fields
+        have a leading axis of n (for n = 1: the state's own EnergyTerms). The numba backend runs the n steps in one compiled call; the others
+        loop — the same numbers either way."""
+        if isinstance(n, bool) or int(n) != n or n < 1:
+            raise ValueError(f"n (steps) must be a positive integer, got {n!r}")
+        tau = self._checked_tau(tau)
+        if n > 1 and self._substeps is not None and self.integrator == "pbad" and self.order == 2:
+            self.state, info, terms = self._substeps(self.model, self.state, tau, self.options, int(n))
+            return info, terms
+        infos, terms = [], []
+        for _ in range(int(n)):
+            infos.append(self.step_info(tau))
+            terms.append(self.energy_terms())
+        if n == 1:
+            return infos[0], terms[0]
+        terms = EnergyTerms(*(np.stack([to_numpy(f) for f in fields]) for fields in zip(*terms)))
+        xp = self.xp
+        iterations = sum(i.iterations for i in infos)
+        converged = infos[0].converged
+        for i in infos[1:]:
+            converged = xp.logical_and(converged, i.converged)
+        return infos[-1]._replace(iterations=iterations, converged=converged), terms
+
+    def step_info(self, tau=None):
+        """:meth:`step` returning the step's :class:`~pbad_gym.integrators.StepInfo` itself (unset fields None)."""
+        tau = self._checked_tau(tau)
         old = self.state
         new, info = self._step(self.model, old, tau, self.options)
         if new.terms is not None and new.terms is old.terms:  # a step that does not know the caches kept them

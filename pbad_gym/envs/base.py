@@ -343,20 +343,14 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
 
     def _substeps(self, tau):
-        """``frame_skip`` physics steps under torques tau, each checked by the divergence guard (its bound is
-        per physics step). Returns (the last step's result dict, converged on every substep (B,), LM iterations
-        summed over the substeps (B,) int64, out of the energy budget on some substep (B,)); the guard's last
-        check is left pending for :meth:`_physics_step`'s accept."""
-        sim, budget = self.sim, self.energy_budget
-        converged, iterations, out = True, 0, False
-        for k in range(self.frame_skip):
-            if k:  # commit the previous substep of the rows still within budget
-                budget.accept(~out)
-            res = sim.step(tau)
-            converged = converged & to_numpy(res["converged"]).astype(bool)
-            iterations = iterations + to_numpy(res["iterations"]).astype(np.int64)
-            out = out | budget.check()[0]
-        return res, converged, iterations, out
+        """``frame_skip`` physics steps under torques tau (one compiled call on the numba backend), each checked by
+        the divergence guard (its bound is per physics step). Returns (the step's diagnostics as a dict, converged
+        on every substep (B,), LM iterations summed over the substeps (B,) int64, out of the energy budget on some
+        substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s accept."""
+        info, terms = self.sim.step_substeps(tau, self.frame_skip)
+        out = self.energy_budget.check(terms=terms)[0]
+        converged = to_numpy(info.converged).astype(bool)
+        return info.as_dict(), converged, to_numpy(info.iterations).astype(np.int64), out
 
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""

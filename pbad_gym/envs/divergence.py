@@ -99,15 +99,16 @@ class EnergyBudget:
         self.K = np.zeros(B)  # energy of the last accepted state [J]
         self._pending = None
 
-    def measure(self, com=None):
-        """(K, KE [J], c [√J/s]), each (B,) float64, of the Simulator's current state. com (B, 3): its centre of
-        mass [m]; None takes the one of :meth:`Simulator.energy_terms`."""
-        t = self.sim.energy_terms()
+    def measure(self, com=None, terms=None):
+        """(K, KE [J], c [√J/s]), each (B,) float64, of the Simulator's current state, or of the states whose
+        EnergyTerms are ``terms`` (fields (B,), or (n, B) for n successive states: :meth:`Simulator.step_substeps`;
+        the results then (n, B)). com (B, 3): the centre of mass [m]; None takes the one of the energy terms."""
+        t = self.sim.energy_terms() if terms is None else terms
         ke = t.kinetic if t.kinetic.dtype == np.float64 else t.kinetic.astype(np.float64)
         c = t.actuation.astype(np.float64) + self.c_gravity
         K = ke + t.limits + t.contact  # (float64 + float32 widens exactly)
         if self.floor is not None:
-            z = t.com[:, 2] if com is None else np.asarray(com, dtype=np.float64)[:, 2]
+            z = t.com[..., 2] if com is None else np.asarray(com, dtype=np.float64)[:, 2]
             K -= self.mass * self.g[2] * (z - self.floor)
         return K, ke, c
 
@@ -118,19 +119,30 @@ class EnergyBudget:
         self.K[rows] = K[rows]
         self.s[rows] = np.sqrt(np.maximum(K[rows], 0.0))
 
-    def check(self, com=None):
+    def check(self, com=None, terms=None):
         """After a step: (exceeded (B,) bool, K (B,) [J]) of the new state (centre of mass com (B, 3); None: the
-        Simulator's). NaN counts as exceeded. :meth:`accept` then commits the rows that go on."""
-        K, ke, c = self.measure(com)
+        Simulator's). With ``terms`` of n successive steps (fields (n, B), see :meth:`measure`) each step is checked
+        against the one before it and the cumulative bound runs through them: exceeded on any of them, K of the
+        last. NaN counts as exceeded. :meth:`accept` then commits the rows that go on (to the last state)."""
+        K, ke, c = self.measure(com, terms)
         c = self.safety * c
         dt = self.sim.dt
-        s = self.s + np.sqrt(2.0) * c * dt
+        if K.ndim == 1:
+            K_before, s = self.K, self.s + np.sqrt(2.0) * c * dt
+        else:  # successive steps: the state before step k is step k−1's
+            K_before = np.concatenate([self.K[None], K[:-1]])
+            s = np.empty_like(K)
+            acc = self.s
+            for k in range(len(K)):  # as that many single checks add it
+                acc = s[k] = acc + np.sqrt(2.0) * c[k] * dt
         with np.errstate(invalid="ignore"):
-            slack = self.round_off * (np.abs(K) + np.abs(self.K))
-            step_ok = K - self.K <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
-            total_ok = K <= s * s + slack
+            slack = self.round_off * (np.abs(K) + np.abs(K_before))
+            step_ok = K - K_before <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
+            ok = step_ok & (K <= s * s + slack)
+        if K.ndim > 1:
+            K, s, ok = K[-1], s[-1], ok.all(0)
         self._pending = (K, s)
-        return ~(step_ok & total_ok), K
+        return ~ok, K
 
     def accept(self, rows):
         """Commit the last :meth:`check` for ``rows`` (bool mask (B,)): their budgets move on to the new state."""

@@ -13,9 +13,9 @@ forward_kinematics = forward_kinematics_numba
 
 
 def terms_of(out):
-    """:class:`EnergyTerms` (views) of the kernel's terms output (B, N_TERMS)."""
-    return EnergyTerms(out[:, T_KINETIC], out[:, T_ACTUATION], out[:, T_LIMITS], out[:, T_CONTACT],
-                       out[:, T_COM:T_COM + 3])
+    """:class:`EnergyTerms` (views) of the kernel's terms output (B, N_TERMS), or (n, B, N_TERMS) for n steps."""
+    return EnergyTerms(out[..., T_KINETIC], out[..., T_ACTUATION], out[..., T_LIMITS], out[..., T_CONTACT],
+                       out[..., T_COM:T_COM + 3])
 
 
 def step(model, state, tau, options):
@@ -23,16 +23,29 @@ def step(model, state, tau, options):
     round-off), as ONE kernel call that also leaves what the environment reads of the new state: its velocity,
     kinematics, energy terms (``model.gauge``'s actuators) and, with contact, the new contact memory and the
     ground force the step applied (what ``integrators.state.advance`` computes in NumPy)."""
+    new, info, _ = substeps(model, state, tau, options, 1)
+    return new._replace(kin_prev=state.kin), info
+
+
+def substeps(model, state, tau, options, n):
+    """``n`` steps under the same tau in ONE kernel call (the same numbers as n calls of :func:`step`): the new
+    State (its caches those of the last step; kin_prev left unset), the StepInfo (iterations summed, the last
+    gradient norm, converged on every step) and the EnergyTerms of every step (fields with a leading axis of n,
+    for the divergence guard's per-step check)."""
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
-                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, gauge=model.gauge)
+                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, gauge=model.gauge,
+                    substeps=n)
     contact, force = state.contact, state.force
     if r.contact is not None:
         contact, force = ContactMemory(*r.contact), r.force
     fresh = None if state.fresh is None else state.fresh & False
-    new = state._replace(q=r.q, q_prev=state.q, contact=contact, force=force, fresh=fresh, kin=r.kin,
-                         kin_prev=state.kin, time=state.time + model.dt, velocity=r.qd, terms=terms_of(r.terms))
-    return new, StepInfo(r.iterations, r.grad_norm, r.converged)
+    time = state.time
+    for _ in range(n):  # as n single steps add it
+        time = time + model.dt
+    new = state._replace(q=r.q, q_prev=r.q_prev, contact=contact, force=force, fresh=fresh, kin=r.kin,
+                         kin_prev=None, time=time, velocity=r.qd, terms=terms_of(r.terms))
+    return new, StepInfo(r.iterations, r.grad_norm, r.converged), terms_of(r.substep_terms)
 
 
 def finish(model, state):

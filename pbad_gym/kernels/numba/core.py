@@ -1059,13 +1059,27 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
                            out_force, s3[3], s33[3], s3[4])
 
 
+@_jit
+def _substep_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
+                  out_v, TERMS, out_force, s, r0, r1):
+    """Substep s of rows r0 … r1−1 on rotating buffers, so that no state is copied between substeps: it steps
+    from Q[s % 3] (q_prev) and Q[(s+1) % 3] (q) to Q[(s+2) % 3], from contact memory slot s % 2 to slot
+    (s+1) % 2, and writes its iterations, gradient norm, convergence and energy terms to IT[s], GN[s], CONV[s] and
+    TERMS[s]."""
+    ci, co = s % 2, (s + 1) % 2
+    step_rows(m, fo, Q[s % 3], Q[(s + 1) % 3], tau, CP[ci], CACT[ci], CNORM[ci], CANC[ci], Q[(s + 2) % 3], IT[s],
+              GN[s], CONV[s], act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS[s], CP[co], CACT[co],
+              CNORM[co], CANC[co], out_force, r0, r1)
+
+
 @njit(cache=True, parallel=True, nogil=True)
 def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-               sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
-               out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP,
-               out_cact, out_cnorm, out_canc, out_force, nchunks):
-    """The batch split into ``nchunks`` contiguous chunks run by the thread pool (scratch once per chunk).
+               sph_r, gravity, drag, damping, flags, scalars, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear,
+               want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, nchunks):
+    """IT.shape[0] steps (substeps under the same torques tau) of the batch, each split into ``nchunks`` contiguous
+    chunks run by the thread pool (scratch once per chunk). The state and contact memory rotate through Q (3, B, nq)
+    and CP, CACT, CNORM, CANC (2, B, …) (:func:`_substep_rows`); the finish outputs are the last substep's.
 
     Arguments are the fields of KernelModel and KernelForces, flat: numba types plain arrays in C at dispatch,
     NamedTuples field by field in Python (tens of microseconds per call)."""
@@ -1073,27 +1087,26 @@ def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, 
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
     fo = KernelForces(gravity, drag, damping, flags, scalars)
-    B = q_cur.shape[0]
-    for k in prange(nchunks):
-        step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear,
-                  want, out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc,
-                  out_force, k * B // nchunks, (k + 1) * B // nchunks)
+    B = Q.shape[1]
+    for s in range(IT.shape[0]):
+        for k in prange(nchunks):
+            _substep_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t,
+                          out_w, out_v, TERMS, out_force, s, k * B // nchunks, (k + 1) * B // nchunks)
 
 
 @njit(cache=True, nogil=True)
 def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
                       lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
-                      armature, sph_p0, sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact,
-                      cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w,
-                      out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force):
+                      armature, sph_p0, sph_r, gravity, drag, damping, flags, scalars, Q, tau, CP, CACT, CNORM, CANC,
+                      IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
     fo = KernelForces(gravity, drag, damping, flags, scalars)
-    step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
-              out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, 0,
-              q_cur.shape[0])
+    for s in range(IT.shape[0]):
+        _substep_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t,
+                      out_w, out_v, TERMS, out_force, s, 0, Q.shape[1])
 
 
 @njit(cache=True, nogil=True)

@@ -66,13 +66,6 @@ def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
     return consts
 
 
-def _no_contact(empty, B, dtype):
-    """Zero-sphere contact arrays (P, active, normal) for batch size B (cached: they are never written)."""
-    if B not in empty:
-        empty[B] = (np.zeros((B, 0, 3), dtype), np.zeros((B, 0), np.bool_), np.zeros((B, 0), dtype))
-    return empty[B]
-
-
 def _arr(a, dtype, shape=None):
     """``a`` as a C-contiguous NumPy array of ``dtype`` (itself when it already is one) of ``shape``."""
     if not (type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous):
@@ -83,11 +76,13 @@ def _arr(a, dtype, shape=None):
 
 
 class KernelStep(NamedTuple):
-    """One compiled step's results, each batched (B first), NumPy in the kernel's dtype: q (B, nq), iterations
-    (B,) int64, grad_norm (B,), converged (B,) bool; with ``finish``: qd (B, nv) = (q ⊖ q_cur)/Δt, kin (the
-    Kinematics of q), terms (B, N_TERMS) (model.T_* columns: the divergence guard's energy terms), and with contact
-    the new ContactMemory fields (P, active, normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the
-    step applied as ``force`` (else None)."""
+    """One compiled call's results, each batched (B first), NumPy in the kernel's dtype: q (B, nq), iterations
+    (B,) int64 (summed over the substeps), grad_norm (B,) (the last substep's), converged (B,) bool (on every
+    substep); with ``finish``: qd (B, nv) = (q ⊖ q_prev)/Δt, kin (the Kinematics of q), terms (B, N_TERMS)
+    (model.T_* columns: the divergence guard's energy terms), with contact the new ContactMemory fields (P, active,
+    normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last substep applied as ``force`` (else
+    None), q_prev (B, nq): the configuration before the last substep (q_cur for one step), and substep_terms
+    (n, B, N_TERMS): every substep's energy terms (terms is the last)."""
 
     q: np.ndarray
     iterations: np.ndarray
@@ -98,19 +93,21 @@ class KernelStep(NamedTuple):
     terms: np.ndarray = None
     contact: tuple = None
     force: np.ndarray = None
+    q_prev: np.ndarray = None
+    substep_terms: np.ndarray = None
 
 
 def _empty_outputs(consts, dtype):
-    """Zero-row stand-ins for the finish outputs (same dtypes and ranks as the real ones, so that both calls hit
-    one compiled specialisation; the kernel does not touch them when ``want`` is 0)."""
+    """Zero-row stand-ins for the finish outputs of one step (same dtypes and ranks as the real ones, so that both
+    calls hit one compiled specialisation; the kernel does not touch them when ``want`` is 0): qd, R, t, w, v,
+    TERMS (1, 0, N_TERMS), force."""
     key = ("empty", np.dtype(dtype).str)
     if key not in consts[2]:
         m = consts[0]
         L, nv, S = m.mass.shape[0], m.dof_link.shape[0], m.sph_r.shape[0]
         consts[2][key] = (np.zeros((0, nv), dtype), np.zeros((0, L, 3, 3), dtype), np.zeros((0, L, 3), dtype),
-                          np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((0, N_TERMS), dtype),
-                          np.zeros((0, S, 3), dtype), np.zeros((0, S), np.bool_), np.zeros((0, S), dtype),
-                          np.zeros((0, S, 3), dtype), np.zeros((0, S, 3), dtype))
+                          np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((1, 0, N_TERMS), dtype),
+                          np.zeros((0, S, 3), dtype))
     return consts[2][key]
 
 
@@ -127,68 +124,66 @@ def _gauge_arrays(gauge, dtype):
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                gauge=None):
+                gauge=None, substeps=1):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
     the environment reads of the new state, from the same call (velocity, kinematics, the guard's energy terms
     for the DOFs and gears of ``gauge`` — an integrators.state.EnergyGauge or None —, new contact memory and
-    force). Inputs that are already C-contiguous arrays of the kernel's dtype and shape are passed as they are."""
+    force), and then ``substeps`` steps under the same tau in that one call (each row's state and contact memory
+    carried from substep to substep inside the kernel; the same numbers as that many single calls). Inputs that
+    are already C-contiguous arrays of the kernel's dtype and shape are passed as they are."""
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     if not isinstance(forces, ForceModel):
         forces = as_force_model(forces)
+    n = int(substeps)
+    if n < 1 or (n > 1 and not finish):
+        raise ValueError(f"substeps must be a positive integer (more than 1 needs finish=True), got {substeps!r}")
     dtype = q_cur.dtype
     if dtype != np.float64 and dtype != np.float32:
         raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
     max_iter = 50 if max_iter is None else int(max_iter)
     tol = (1e-9 if dtype == np.float64 else 1e-5) if tol is None else float(tol)
     B, nq, nv = q_cur.shape[0], body.nq, body.nv
-    q_cur = _arr(q_cur, dtype, (B, nq))
-    q_prev = _arr(q_prev, dtype, (B, nq))
     tau = _arr(tau, dtype, (B, nv))
     consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
     m, fo, empty = consts
     n_s = m.sph_r.shape[0]
     has_contact = forces.contact is not None
+    # rotating buffers (core._substep_rows): the state in Q, the contact memory in two slots
+    Q = np.empty((3, B, nq), dtype)
+    Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
+    CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
+    CNORM, CANC = np.empty((2, B, n_s), dtype), np.empty((2, B, n_s, 3), dtype)
     if has_contact:
         if contact is None:
-            contact = contact_state(body, forward_kinematics(body, q_cur), forces.contact, dt)
+            contact = contact_state(body, forward_kinematics(body, Q[1]), forces.contact, dt)
         P, active, normal, anchor = contact_fields(contact)
-        cP = _arr(P, dtype, (B, n_s, 3))
-        cact = active if (type(active) is np.ndarray and active.dtype == np.bool_ and active.flags.c_contiguous) \
-            else np.ascontiguousarray(active, dtype=np.bool_)
-        cnorm = _arr(normal, dtype, (B, n_s))
-        canc = cP if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
-    else:
-        cP, cact, cnorm = _no_contact(empty, B, dtype)
-        canc = cP
-    out_q = np.empty((B, nq), dtype)
-    out_it = np.empty(B, np.int64)
-    out_gn = np.empty(B, dtype)
-    out_conv = np.empty(B, np.bool_)
+        CP[0], CACT[0], CNORM[0] = _arr(P, dtype, (B, n_s, 3)), np.asarray(active), _arr(normal, dtype, (B, n_s))
+        CANC[0] = CP[0] if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
+    IT, GN, CONV = np.empty((n, B), np.int64), np.empty((n, B), dtype), np.empty((n, B), np.bool_)
     act, gear = _gauge_arrays(gauge, dtype)
     if finish:
         L = body.L
         outs = (np.empty((B, nv), dtype), np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype),
-                np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype), np.empty((B, N_TERMS), dtype))
-        if has_contact:
-            outs += (np.empty((B, n_s, 3), dtype), np.empty((B, n_s), np.bool_), np.empty((B, n_s), dtype),
-                     np.empty((B, n_s, 3), dtype), np.empty((B, n_s, 3), dtype))
-        else:
-            outs += _empty_outputs(consts, dtype)[6:]
+                np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype), np.empty((n, B, N_TERMS), dtype),
+                np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
     nthreads = 1 if B < SERIAL_BELOW or not threads.parallel_allowed() else threads.num_threads()
     if nthreads == 1:
-        core.step_batch_serial(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv,
-                               act, gear, int(finish), *outs)
+        core.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
     else:
-        core.step_batch(*m, *fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act,
-                        gear, int(finish), *outs, min(B, nthreads))
+        core.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
+                        min(B, nthreads))
+    q, its = Q[(n + 1) % 3], (IT[0] if n == 1 else IT.sum(0))
+    conv = CONV[0] if n == 1 else CONV.all(0)
     if not finish:
-        return KernelStep(out_q, out_it, out_gn, out_conv)
-    qd, R, t, w, v, terms = outs[:6]
-    return KernelStep(out_q, out_it, out_gn, out_conv, qd, Kinematics(R, t, w, v), terms,
-                      outs[6:10] if has_contact else None, outs[10] if has_contact else None)
+        return KernelStep(q, its, GN[n - 1], conv)
+    qd, R, t, w, v, terms, force = outs
+    c = n % 2
+    return KernelStep(q, its, GN[n - 1], conv, qd, Kinematics(R, t, w, v), terms[n - 1],
+                      (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
+                      Q[n % 3], terms)
 
 
 def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None):
