@@ -437,8 +437,8 @@ class Simulator:
         combined :class:`~pbad_gym.integrators.StepInfo` (iterations summed over the steps, the last step's
         gradient norm and other diagnostics, converged on every step) and the n states' energy terms
         (:meth:`energy_terms`, what the divergence guard checks after every step) as one EnergyTerms whose fields
-        have a leading axis of n (for n = 1: the state's own EnergyTerms). The numba backend runs the n steps in one compiled call; the others
-        loop — the same numbers either way."""
+        have a leading axis of n (for n = 1: the state's own EnergyTerms). The numba backend runs the n steps in
+        one compiled call; the others loop — the same numbers either way."""
         if isinstance(n, bool) or int(n) != n or n < 1:
             raise ValueError(f"n (steps) must be a positive integer, got {n!r}")
         tau = self._checked_tau(tau)
