@@ -447,7 +447,7 @@ class Simulator:
             return info, terms
         infos, terms = [], []
         for _ in range(int(n)):
-            infos.append(self.step_info(tau))
+            infos.append(self._advance(tau))
             terms.append(self.energy_terms())
         if n == 1:
             return infos[0], terms[0]
@@ -461,7 +461,10 @@ class Simulator:
 
     def step_info(self, tau=None):
         """:meth:`step` returning the step's :class:`~pbad_gym.integrators.StepInfo` itself (unset fields None)."""
-        tau = self._checked_tau(tau)
+        return self._advance(self._checked_tau(tau))
+
+    def _advance(self, tau):
+        """One step under a checked tau (B, nv) of the state's module and dtype -> StepInfo."""
         old = self.state
         new, info = self._step(self.model, old, tau, self.options)
         if new.terms is not None and new.terms is old.terms:  # a step that does not know the caches kept them

@@ -130,7 +130,7 @@ def test_diverged_trajectory_is_truncated_and_leaves_others_unchanged():
     ref, env = SpiderVectorEnv(num_envs=3), SpiderVectorEnv(num_envs=3)
     ref.reset(seed=5)
     env.reset(seed=5)
-    sim_step = env.sim.step_info
+    sim_step = env.sim._advance
 
     def faulty_step(tau):  # the engine blows up on row 1 at the 4th step
         out = sim_step(tau)
@@ -140,7 +140,7 @@ def test_diverged_trajectory_is_truncated_and_leaves_others_unchanged():
         return out
 
     faulty_step.calls = 0
-    env.sim.step_info = faulty_step
+    env.sim._advance = faulty_step
     flagged = []
     for a in acts:
         o_ref, r_ref, *_ = ref.step(a)
