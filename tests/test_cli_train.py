@@ -77,3 +77,23 @@ def test_fig5_quick_runs_every_case(tmp_path):
     assert {("swimmer", "pbad"), ("spider", "pbad")} <= engines
     assert (tmp_path / "fig5" / "fig5.png").stat().st_size > 0
     assert (tmp_path / "fig5" / "runs" / "swimmer_cmaes" / "best_policy.pkl").exists()
+
+
+def test_episodes_evaluates_a_run_under_overridden_env_kwargs(tmp_path, monkeypatch, capsys):
+    """``python -m pbad_gym.agents.episodes RUN --env dt=… frame_skip=…``: the kept policy under finer physics
+    at the same control interval (how BENCHMARKS.md checks a learned gait at Δt/10); a malformed pair exits 2."""
+    from pbad_gym.agents import episodes
+
+    monkeypatch.chdir(tmp_path)
+    Path("c.yaml").write_text("name: swim\nenv: {id: pbad_gym/Swimmer-v1, kwargs: {max_episode_steps: 10}}\n"
+                              "cmaes: {policy: oscillator, popsize: 4, iterations: 1, episode_steps: 10}\n")
+    assert train_main(["c.yaml", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert episodes.main(["runs/swim", "--episodes", "2", "--env", "dt=0.005", "frame_skip=10"]) == 0
+    fine = capsys.readouterr().out
+    assert episodes.main(["runs/swim", "--episodes", "2"]) == 0
+    coarse = capsys.readouterr().out
+    assert "2 episodes" in fine and "length 10 steps" in fine and fine != coarse
+    with pytest.raises(SystemExit) as exc:
+        episodes.main(["runs/swim", "--env", "dt"])
+    assert exc.value.code == 2 and "KEY=VALUE" in capsys.readouterr().err

@@ -7,9 +7,11 @@ distance, forward speed and how many episodes terminated (e.g. the Spider fallin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
+import yaml
 
 from .rollout import env_dt
 from .vecenv import make_vec_env
@@ -99,11 +101,21 @@ def main(argv=None) -> int:
     parser.add_argument("run_dir")
     parser.add_argument("--episodes", type=int, default=20, help="episodes, one per vector-env row (default 20)")
     parser.add_argument("--seed", type=int, default=12345, help="reset seed (default 12345)")
+    parser.add_argument("--env", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="override the run's env kwargs (values as YAML), e.g. dt=0.001 frame_skip=50: the "
+                             "policy under finer physics at the same control interval")
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error("--episodes must be positive")
+    overrides = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--env takes KEY=VALUE, got {item!r}")
+        overrides[key] = yaml.safe_load(value)
     cfg = load_config(f"{args.run_dir}/config.yaml")
-    r = evaluate_policy(load_policy(args.run_dir), cfg.env, args.episodes, args.seed)
+    env_cfg = dataclasses.replace(cfg.env, kwargs={**cfg.env.kwargs, **overrides})
+    r = evaluate_policy(load_policy(args.run_dir), env_cfg, args.episodes, args.seed)
     print(f"{cfg.env.id}: {r['episodes']} episodes: return {r['return']:.2f}, distance {r['distance']:.3f} m, "
           f"speed {r['speed']:.3f} m/s, length {r['length']:.0f} steps, terminated {r['terminated']:.0%}, "
           f"diverged {r['diverged']:.0%}")
