@@ -17,7 +17,7 @@ def test_spider_v2_is_ant_v5_in_legs_mass_and_control_step():
     assert [lk.joint.type for lk in vec.body.links[1:]] == ["hinge"] * 8
     np.testing.assert_array_equal(vec.gear, 150.0)
     np.testing.assert_array_equal(vec.body.armature[6:], 1.0)
-    # knees 30°-70° below the horizontal, Ant-v5's ankle range: the neutral pose is mid-range
+    # knees 30°-70° below the horizontal, Ant-v5's ankle range, the neutral pose on the 30° limit
     shin = vec.body.links[2]
     bend = np.arctan2(-shin.placement[0][2, 0], shin.placement[0][0, 0])
     np.testing.assert_allclose(np.rad2deg(bend + np.array(shin.joint.range).ravel()), [30.0, 70.0])
@@ -123,15 +123,16 @@ def test_swimmer_accepts_frame_skip_too():
     assert env.dt == pytest.approx(2 * env.sim.dt) and env.sim.time == pytest.approx(2 * env.sim.dt)
 
 
-def test_spider_v2_at_rest_does_not_creep():
-    """The issue's creep (viscous friction let a passive Spider slide 0.6–1.6 mm/s for ever): once the limp legs
-    have settled on their limits (gravity drives the hip mechanism there within ~35 s from a noisy reset, as it
-    does Ant-v5's legs; BENCHMARKS.md), the smoothed Coulomb feet hold the robot: no torso motion over 5 s."""
-    env = SpiderV2VectorEnv(num_envs=4, max_episode_steps=None, terminate_when_unhealthy=False)
+def test_spider_v2_passive_from_noisy_resets_stands_still():
+    """Issue 8's must-show: zero actions from the default noisy reset, torso drift from 5 s to 20 s < 5 mm. The
+    knees land on their limits and hold the limp robot (measured: < 0.1 mm on 8 rows); with the knees mid-range
+    the feet held by friction left a torso twist that gravity drove for 15-35 s (27-80 mm), as it drives Ant-v5's
+    legs (0.16-217 mm), and viscous friction let Spider-v0 creep on for ever."""
+    env = SpiderV2VectorEnv(num_envs=8, max_episode_steps=None, terminate_when_unhealthy=False)
     env.reset(seed=0)
-    for k in range(800):  # 40 s
-        env.step(np.zeros((4, 8)))
-        if k == 699:
-            p35 = np.asarray(env.sim.q[:, :3]).copy()
-    drift = np.linalg.norm(np.asarray(env.sim.q[:, :3]) - p35, axis=1)
-    assert np.all(drift < 1e-5), drift  # 0.01 mm
+    for k in range(400):  # 20 s
+        env.step(np.zeros((8, 8)))
+        if k == 99:
+            p5 = np.asarray(env.sim.q[:, :3]).copy()
+    drift = np.linalg.norm(np.asarray(env.sim.q[:, :3]) - p5, axis=1)
+    assert np.all(drift < 5e-3), drift

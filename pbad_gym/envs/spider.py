@@ -295,8 +295,8 @@ class SpiderV2VectorEnv(SpiderV1VectorEnv):
     Spider-v2: Gymnasium's Ant-v5 in this engine — its legs and its dynamics, with contact and joint limits that
     give the same gait at the env's step and at a tenth of it. A spherical torso (radius 0.25 m) on a free joint
     and four legs along the diagonals, each a thigh on a hinge hip (yaw about the vertical axis, ±30°) and a shin
-    on a hinge knee (30° to 70° below the horizontal, Ant-v5's ankle range; the neutral pose is mid-range):
-    6 + 8 = 14 DOF, 8 actuators. Density 5 kg/m³ (0.91 kg, as Ant-v5), 150 N m gears, joint armature 1 kg m² and
+    on a hinge knee (30° to 70° below the horizontal, Ant-v5's ankle range; in the neutral pose the knees rest
+    on their 30° limit, as Ant-v5's do): 6 + 8 = 14 DOF, 8 actuators. Density 5 kg/m³ (0.91 kg, as Ant-v5), 150 N m gears, joint armature 1 kg m² and
     damping 1 N m s/rad, smoothed Coulomb friction (μ = 1). Ground contact on 13 spheres (torso, hips, knees,
     feet) and the joint limits are stiff penalties with clamped Kelvin-Voigt damping (the ground never pulls, a
     limit never holds a joint back), near critical: they dissipate impacts as MuJoCo's soft constraints do,
@@ -324,8 +324,9 @@ class SpiderV2VectorEnv(SpiderV1VectorEnv):
     converged (every substep), diverged, action_sanitised.
 
     ## Starting state
-    Torso ``init_height`` above the ground (default: 0.1 m above the standing height of the neutral pose), joints
-    at 0 (mid-range), every coordinate perturbed by U(−s, s), velocities by s·N(0, 1), s = ``reset_noise_scale``.
+    Torso ``init_height`` above the ground (default: 0.1 m above the standing height of the neutral pose, 0.36 m),
+    joints at 0 (knees on their 30° limit), every coordinate perturbed by U(−s, s), velocities by s·N(0, 1),
+    s = ``reset_noise_scale``; the limp robot lands and stands still within a few seconds.
 
     ## Episode end
     As Spider-v1: unhealthy (torso z outside ``healthy_z_range`` = Ant-v5's (0.2, 1.0) m, or flipped) terminates;
@@ -369,10 +370,12 @@ class SpiderV2VectorEnv(SpiderV1VectorEnv):
                          frame_skip=frame_skip, **kwargs)
 
     def _build_body(self):
+        # the neutral pose (q = 0) has the knees on their flattest limit, where Ant-v5's legs come to rest: a limp
+        # robot then stands on knees pressed onto their limits and stays put; with mid-range knees the four feet
+        # held by friction leave a torso twist that lowers it, and gravity drove that twist for 15-35 s
         lo, hi = np.deg2rad(self.knee_range)
-        half = 0.5 * (hi - lo)
         return self._with_obs_dim(spider(density=self.density, armature=self.armature, hip=self.hip,
-                                         knee_bend=lo + half, knee_range=(-half, half),
+                                         knee_bend=lo, knee_range=(0.0, hi - lo),
                                          hip_yaw_range=np.deg2rad(self.hip_range)))
 
     def _sim_options(self):
