@@ -293,16 +293,16 @@ class SpiderV1Env(PBADEnv):
 class SpiderV2VectorEnv(SpiderV1VectorEnv):
     """## Description
     Spider-v2: Gymnasium's Ant-v5 in this engine — its legs and its dynamics, with contact and joint limits that
-    give the same gait at the env's step and at a tenth of it. A spherical torso (radius 0.25 m) on a free joint
-    and four legs along the diagonals, each a thigh on a hinge hip (yaw about the vertical axis, ±30°) and a shin
-    on a hinge knee (30° to 70° below the horizontal, Ant-v5's ankle range; in the neutral pose the knees rest
-    on their 30° limit, as Ant-v5's do): 6 + 8 = 14 DOF, 8 actuators. Density 5 kg/m³ (0.91 kg, as Ant-v5),
-    150 N m gears, joint armature 1 kg m² and damping 1 N m s/rad, smoothed Coulomb friction (μ = 1). Ground
-    contact on 13 spheres (torso, hips, knees, feet) and the joint limits are stiff penalties with clamped
-    Kelvin-Voigt damping (the ground never pulls, a limit never holds a joint back), near critical: they dissipate impacts as MuJoCo's soft constraints do,
-    where an undamped penalty hands the energy back (a limit bounce launches the light robot metres high when
-    the step resolves it). Physics: PBAD order 2 at ``dt`` = 0.01 s, ``frame_skip`` = 5 steps per action, so
-    the agent acts every 0.05 s as on Ant-v5 (timestep 0.01 s, frame_skip 5).
+    give the same gait at the env's step and at a tenth of it. A spherical torso (radius 0.25 m) on a free joint and
+    four legs along the diagonals, each a thigh on a hinge hip (yaw about the vertical axis, ±30°) and a shin on a
+    hinge knee (30° to 70° below the horizontal, Ant-v5's ankle range; in the neutral pose the knees rest on their
+    30° limit, as Ant-v5's do): 6 + 8 = 14 DOF, 8 actuators. Density 5 kg/m³ (0.91 kg, as Ant-v5), 150 N m gears,
+    joint armature 1 kg m² and damping 1 N m s/rad, smoothed Coulomb friction (μ = 1). Ground contact on 13 spheres
+    (torso, hips, knees, feet) and the joint limits are stiff penalties with clamped Kelvin-Voigt damping (the
+    ground never pulls, a limit never holds a joint back), near critical: they dissipate impacts as MuJoCo's soft
+    constraints do, where an undamped penalty hands the energy back (a limit bounce launches the light robot metres
+    high when the step resolves it). Physics: PBAD order 2 at ``dt`` = 0.01 s, ``frame_skip`` = 5 steps per action,
+    so the agent acts every 0.05 s as on Ant-v5 (timestep 0.01 s, frame_skip 5).
 
     ## Action space
     Box(-1, 1, (8,), float32): per leg (front-left, back-left, back-right, front-right) hip and knee torques,
