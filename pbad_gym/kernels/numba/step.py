@@ -66,6 +66,14 @@ def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
     return consts
 
 
+def _no_contact(empty, B, dtype):
+    """Zero-sphere contact memory slots (2, B, 0, …) for batch size B (cached: the kernel never writes them)."""
+    if B not in empty:
+        empty[B] = (np.zeros((2, B, 0, 3), dtype), np.zeros((2, B, 0), np.bool_), np.zeros((2, B, 0), dtype),
+                    np.zeros((2, B, 0, 3), dtype))
+    return empty[B]
+
+
 def _arr(a, dtype, shape=None):
     """``a`` as a C-contiguous NumPy array of ``dtype`` (itself when it already is one) of ``shape``."""
     if not (type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous):
@@ -152,14 +160,16 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     # rotating buffers (core._substep_rows): the state in Q, the contact memory in two slots
     Q = np.empty((3, B, nq), dtype)
     Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
-    CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
-    CNORM, CANC = np.empty((2, B, n_s), dtype), np.empty((2, B, n_s, 3), dtype)
     if has_contact:
+        CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
+        CNORM, CANC = np.empty((2, B, n_s), dtype), np.empty((2, B, n_s, 3), dtype)
         if contact is None:
             contact = contact_state(body, forward_kinematics(body, Q[1]), forces.contact, dt)
         P, active, normal, anchor = contact_fields(contact)
         CP[0], CACT[0], CNORM[0] = _arr(P, dtype, (B, n_s, 3)), np.asarray(active), _arr(normal, dtype, (B, n_s))
         CANC[0] = CP[0] if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
+    else:
+        CP, CACT, CNORM, CANC = _no_contact(empty, B, dtype)
     IT, GN, CONV = np.empty((n, B), np.int64), np.empty((n, B), dtype), np.empty((n, B), np.bool_)
     act, gear = _gauge_arrays(gauge, dtype)
     if finish:
