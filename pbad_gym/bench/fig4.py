@@ -222,6 +222,19 @@ def _seconds(rows):
     return {(r[0], r[1], _side_label(r[3], r[4])): r[5] for r in rows if r[5] is not None}
 
 
+def _speedup_curves(ax, sps, curves, xs_all, key, name):
+    """One GPU/CPU speed-up line per value c of ``curves`` (colour) and GPU path (style) over ``xs_all``, from
+    ``sps[backend][key(c, x)]``, plus the paper's 3-6x band; ``name`` labels the curves (B or N)."""
+    for k, c in enumerate(curves):
+        for be, style in (("cuda", "^-"), ("numpy", "s--")):
+            sp = sps[be]
+            xs = [x for x in xs_all if key(c, x) in sp]
+            if xs:
+                ax.plot(xs, [sp[key(c, x)] for x in xs], style, color=f"C{k}",
+                        label=f"{name} = {c} {_side_label('cuda', be)[4:]}")
+    ax.axhspan(3, 6, color="0.9", label="paper: 3-6x")
+
+
 def plot(path, chain_rows, env_rows, links, trajs, have_gpu, steps=10):
     import matplotlib
 
@@ -235,24 +248,10 @@ def plot(path, chain_rows, env_rows, links, trajs, have_gpu, steps=10):
     fig, axes = plt.subplots(1, 5, figsize=(27, 4.8))
     note = "" if have_gpu else "\n(GPU side needs a device: not run here)"
     ax = axes[0]
-    for k, b in enumerate(trajs):
-        for be, style in (("cuda", "^-"), ("numpy", "s--")):
-            sp = sps[be]
-            xs = [n for n in links if (n, b) in sp]
-            if xs:
-                ax.plot(xs, [sp[(n, b)] for n in xs], style, color=f"C{k}",
-                        label=f"B = {b} {_side_label('cuda', be)[4:]}")
-    ax.axhspan(3, 6, color="0.9", label="paper: 3-6x")
+    _speedup_curves(ax, sps, trajs, links, lambda b, n: (n, b), "B")
     ax.set(xlabel="links N", ylabel="GPU / CPU speed-up", title="(a) speed-up vs links" + note)
     ax = axes[1]
-    for k, n in enumerate(links):
-        for be, style in (("cuda", "^-"), ("numpy", "s--")):
-            sp = sps[be]
-            xs = [b for b in trajs if (n, b) in sp]
-            if xs:
-                ax.plot(xs, [sp[(n, b)] for b in xs], style, color=f"C{k}",
-                        label=f"N = {n} {_side_label('cuda', be)[4:]}")
-    ax.axhspan(3, 6, color="0.9", label="paper: 3-6x")
+    _speedup_curves(ax, sps, links, trajs, lambda n, b: (n, b), "N")
     ax.set(xscale="log", xlabel="trajectories B", ylabel="GPU / CPU speed-up",
            title="(b) speed-up vs trajectories" + note)
     ax = axes[2]
