@@ -136,8 +136,9 @@ class Simulator:
             on CPU when it imports, numpy on GPU). ``sim.backend`` is the one that runs.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
-    Methods: ``step(tau)``, ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
-    ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``.
+    Methods: ``step(tau)``, ``step_substeps(tau, n)`` (n steps under one tau: an env's frame_skip, one compiled
+    call on numba), ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
+    ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``, ``energy_terms()``.
     """
 
     @property

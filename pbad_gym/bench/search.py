@@ -14,8 +14,9 @@ files; each generation is evaluated as the rows of ONE vector env (``gymnasium.m
 
 The best candidate is then re-evaluated on fresh reset seeds (one vector env of ``--popsize`` rows); the table
 gives the best generation score and that re-evaluation's mean, and for the pbad_gym walker the same gait's mean
-speed at Δt/10 (the step's gait-level accuracy). Targets printed: the Spider moves at least half
-as fast as Ant-v5; the linear policy swims at least 10 m in 1000 Swimmer-v1 steps.
+speed at Δt/10 (the step's gait-level accuracy: the same actions at the same control times, the physics step
+divided by 10 and frame_skip multiplied by 10). Targets printed: the Spider moves at least half as fast as Ant-v5;
+the linear policy swims at least 10 m in 1000 Swimmer-v1 steps.
 """
 from __future__ import annotations
 
