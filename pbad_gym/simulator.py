@@ -443,15 +443,16 @@ class Simulator:
         if isinstance(n, bool) or int(n) != n or n < 1:
             raise ValueError(f"n (steps) must be a positive integer, got {n!r}")
         tau = self._checked_tau(tau)
-        if n > 1 and self._substeps is not None and self.integrator == "pbad" and self.order == 2:
+        if n == 1:
+            info = self._advance(tau)
+            return info, self.energy_terms()
+        if self._substeps is not None and self.integrator == "pbad" and self.order == 2:
             self.state, info, terms = self._substeps(self.model, self.state, tau, self.options, int(n))
             return info, terms
         infos, terms = [], []
         for _ in range(int(n)):
             infos.append(self._advance(tau))
             terms.append(self.energy_terms())
-        if n == 1:
-            return infos[0], terms[0]
         terms = EnergyTerms(*(np.stack([to_numpy(f) for f in fields]) for fields in zip(*terms)))
         xp = self.xp
         iterations = sum(i.iterations for i in infos)

@@ -23,15 +23,16 @@ def step(model, state, tau, options):
     round-off), as ONE kernel call that also leaves what the environment reads of the new state: its velocity,
     kinematics, energy terms (``model.gauge``'s actuators) and, with contact, the new contact memory and the
     ground force the step applied (what ``integrators.state.advance`` computes in NumPy)."""
-    new, info, _ = substeps(model, state, tau, options, 1)
-    return new._replace(kin_prev=state.kin), info
+    new, info, _ = substeps(model, state, tau, options, 1, kin_prev=state.kin)
+    return new, info
 
 
-def substeps(model, state, tau, options, n):
+def substeps(model, state, tau, options, n, kin_prev=None):
     """``n`` steps under the same tau in ONE kernel call (the same numbers as n calls of :func:`step`): the new
-    State (its caches those of the last step; kin_prev left unset), the StepInfo (iterations summed, the last
-    gradient norm, converged on every step) and the EnergyTerms of every step (fields with a leading axis of n,
-    for the divergence guard's per-step check)."""
+    State (its caches those of the last step; kin_prev = ``kin_prev``, the kinematics of the new q_prev when the
+    caller has them), the StepInfo (iterations summed, the last gradient norm, converged on every step) and the
+    EnergyTerms of every step (fields with a leading axis of n, for the divergence guard's per-step check; None
+    for n = 1, whose terms are the new state's own)."""
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
                     tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, gauge=model.gauge,
@@ -44,8 +45,8 @@ def substeps(model, state, tau, options, n):
     for _ in range(n):  # as n single steps add it
         time = time + model.dt
     new = state._replace(q=r.q, q_prev=r.q_prev, contact=contact, force=force, fresh=fresh, kin=r.kin,
-                         kin_prev=None, time=time, velocity=r.qd, terms=terms_of(r.terms))
-    return new, StepInfo(r.iterations, r.grad_norm, r.converged), terms_of(r.substep_terms)
+                         kin_prev=kin_prev, time=time, velocity=r.qd, terms=terms_of(r.terms))
+    return new, StepInfo(r.iterations, r.grad_norm, r.converged), None if n == 1 else terms_of(r.substep_terms)
 
 
 def finish(model, state):
