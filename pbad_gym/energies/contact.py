@@ -34,7 +34,8 @@ FRICTION_MODELS = ("viscous", "coulomb", "none")
 class GroundContact:
     """Penalty ground contact. stiffness D1 [N/m]; friction model; damping D2 [N s/m] ("viscous"); mu and
     slip_velocity [m/s] (the smoothing ε = slip_velocity·Δt) for "coulomb"; height of the ground plane [m];
-    normal_damping Dn [N s/m] of the compression (0: off)."""
+    normal_damping Dn [N s/m] of the normal force's Kelvin-Voigt damping, clamped so the ground never pulls (0:
+    off)."""
 
     stiffness: float = 1e4
     friction: str = "viscous"

@@ -909,24 +909,34 @@ def _measure(g, D):
 
 
 @_jit
-def step_rows(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
-              out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r0, r1):
-    """The step of trajectories r0 … r1−1 (:func:`step_row` each, on one scratch set).
+def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
+              out_v, TERMS, out_force, r0, r1):
+    """IT.shape[0] steps (substeps under the same torques tau) of trajectories r0 … r1−1, :func:`step_row` each,
+    on one scratch set. The state and contact memory rotate through buffers, so nothing is copied between
+    substeps: substep s steps from Q[s % 3] (q_prev) and Q[(s+1) % 3] (q) to Q[(s+2) % 3], from contact memory
+    slot s % 2 of CP, CACT, CNORM, CANC to slot (s+1) % 2, and writes its iterations, gradient norm, convergence
+    and energy terms to IT[s], GN[s], CONV[s] and TERMS[s]; the other finish outputs are the last substep's.
 
     Views of arrays bump their (atomic) reference counts, and threads sharing an array fight over its count's
-    cache line: each chunk works on its own copies of the constants and of its rows' inputs."""
+    cache line: each chunk works on its own copies of the constants and of its rows' inputs, and takes the views
+    of a substep's buffers once for all its rows."""
     m = KernelModel(m.jtype.copy(), m.parent.copy(), m.order.copy(), m.q_start.copy(), m.v_start.copy(),
                     m.dof_link.copy(), m.lim_on.copy(), m.lim_q.copy(), m.quat_q.copy(), m.quat_v.copy(),
                     m.lin_q.copy(), m.lin_v.copy(), m.sph_link.copy(), m.hess_weight.copy(), m.lim_lo.copy(),
                     m.lim_hi.copy(), m.mass.copy(), m.c.copy(), m.S.copy(), m.place_R.copy(), m.place_t.copy(),
                     m.axis1.copy(), m.axis2.copy(), m.armature.copy(), m.sph_p0.copy(), m.sph_r.copy())
     fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.damping.copy(), fo.flags.copy(), fo.scalars.copy())
-    sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1], cP.shape[1], q_cur.dtype)
+    sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], Q.shape[2], CP.shape[2], Q.dtype)
     act, gear = act.copy(), gear.copy()
-    for r in range(r0, r1):
-        step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
-                 out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r,
-                 sc)
+    for s in range(IT.shape[0]):
+        ci, co = s % 2, (s + 1) % 2
+        q_prev, q_cur, q_out = Q[s % 3], Q[(s + 1) % 3], Q[(s + 2) % 3]
+        cP, cact, cnorm, canc = CP[ci], CACT[ci], CNORM[ci], CANC[ci]
+        nP, nact, nnorm, nanc = CP[co], CACT[co], CNORM[co], CANC[co]
+        it, gn, conv, terms = IT[s], GN[s], CONV[s], TERMS[s]
+        for r in range(r0, r1):
+            step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, q_out, it, gn, conv, act, gear, want, out_qd,
+                     out_R, out_t, out_w, out_v, terms, nP, nact, nnorm, nanc, out_force, r, sc)
 
 
 @_jit
@@ -1059,27 +1069,14 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
                            out_force, s3[3], s33[3], s3[4])
 
 
-@_jit
-def _substep_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
-                  out_v, TERMS, out_force, s, r0, r1):
-    """Substep s of rows r0 … r1−1 on rotating buffers, so that no state is copied between substeps: it steps
-    from Q[s % 3] (q_prev) and Q[(s+1) % 3] (q) to Q[(s+2) % 3], from contact memory slot s % 2 to slot
-    (s+1) % 2, and writes its iterations, gradient norm, convergence and energy terms to IT[s], GN[s], CONV[s] and
-    TERMS[s]."""
-    ci, co = s % 2, (s + 1) % 2
-    step_rows(m, fo, Q[s % 3], Q[(s + 1) % 3], tau, CP[ci], CACT[ci], CNORM[ci], CANC[ci], Q[(s + 2) % 3], IT[s],
-              GN[s], CONV[s], act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS[s], CP[co], CACT[co],
-              CNORM[co], CANC[co], out_force, r0, r1)
-
-
 @njit(cache=True, parallel=True, nogil=True)
 def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
                sph_r, gravity, drag, damping, flags, scalars, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear,
                want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, nchunks):
-    """IT.shape[0] steps (substeps under the same torques tau) of the batch, each split into ``nchunks`` contiguous
-    chunks run by the thread pool (scratch once per chunk). The state and contact memory rotate through Q (3, B, nq)
-    and CP, CACT, CNORM, CANC (2, B, …) (:func:`_substep_rows`); the finish outputs are the last substep's.
+    """IT.shape[0] steps (substeps under the same torques tau) of the batch, split into ``nchunks`` contiguous
+    chunks run by the thread pool in one parallel region (:func:`step_rows`: scratch once per chunk; the state in
+    Q (3, B, nq), the contact memory in CP, CACT, CNORM, CANC (2, B, …); the finish outputs the last substep's).
 
     Arguments are the fields of KernelModel and KernelForces, flat: numba types plain arrays in C at dispatch,
     NamedTuples field by field in Python (tens of microseconds per call)."""
@@ -1088,10 +1085,9 @@ def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, 
                     sph_p0, sph_r)
     fo = KernelForces(gravity, drag, damping, flags, scalars)
     B = Q.shape[1]
-    for s in range(IT.shape[0]):
-        for k in prange(nchunks):
-            _substep_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t,
-                          out_w, out_v, TERMS, out_force, s, k * B // nchunks, (k + 1) * B // nchunks)
+    for k in prange(nchunks):
+        step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
+                  out_v, TERMS, out_force, k * B // nchunks, (k + 1) * B // nchunks)
 
 
 @njit(cache=True, nogil=True)
@@ -1104,9 +1100,8 @@ def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, 
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
     fo = KernelForces(gravity, drag, damping, flags, scalars)
-    for s in range(IT.shape[0]):
-        _substep_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t,
-                      out_w, out_v, TERMS, out_force, s, 0, Q.shape[1])
+    step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
+              out_v, TERMS, out_force, 0, Q.shape[1])
 
 
 @njit(cache=True, nogil=True)

@@ -157,7 +157,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     m, fo, empty = consts
     n_s = m.sph_r.shape[0]
     has_contact = forces.contact is not None
-    # rotating buffers (core._substep_rows): the state in Q, the contact memory in two slots
+    # rotating buffers (core.step_rows): the state in Q, the contact memory in two slots
     Q = np.empty((3, B, nq), dtype)
     Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
     if has_contact:
