@@ -23,6 +23,9 @@ from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTIO
 from .scratch import alloc_scratch
 
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
+# optim/lm.py's damping schedule (copied, not imported: numba's cache is keyed on this file alone, so a constant
+# read from another module would not recompile the kernel when it changes; a test checks the copies agree)
+_MU_SHRINK, _MU_GROW, _MU_AFTER_REJECT, _MU_MAX = 3.0, 10.0, 0.1, 1e12
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
 
 # helpers compile into the one entry point (one cache entry, one fast load; no per-helper CPython wrapper)
@@ -1030,9 +1033,9 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
         iters += 1
         if accept:
-            mu = mu / 3.0
+            mu = mu / _MU_SHRINK
         else:
-            mu = min(max(mu * 10.0, 1e-6), 1e12)
+            mu = min(max(mu * _MU_GROW, _MU_AFTER_REJECT), _MU_MAX)
         gn_try = _measure(gs[nx], D)
         if accept and gn_try >= tol:
             hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
