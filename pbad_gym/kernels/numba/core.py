@@ -770,8 +770,9 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
     """The divergence guard's measure of one state (envs/divergence.py, integrators/state.py energy_terms) into
     out (N_TERMS,): kinetic energy ½q̇ᵀMq̇ [J], the actuation coefficient c = √(Σ_ab gear_a gear_b |M⁻¹|_ab)
     over the DOFs ``act`` (n_act,) with ``gear`` (n_act,) [√J/s], limit energy [J], contact normal energy [J]
-    and the centre of mass (3,) [m]. q (nq,), qd (nv,), (R, t, w, v) the kinematics of q. M⁻¹'s columns come
-    from one Cholesky factor of M (LU with pivoting, as LAPACK's inverse, if M is not positive definite)."""
+    and the centre of mass (3,) [m]. q (nq,), qd (nv,), (R, t, w, v) the kinematics of q. M⁻¹'s entries come
+    from one Cholesky factor L of M, (M⁻¹)_ab = (L⁻¹e_a)·(L⁻¹e_b) (the columns of M⁻¹ by LU with pivoting, as
+    LAPACK's inverse, if M is not positive definite); M is overwritten."""
     sc, fl = fo.scalars, fo.flags
     nv = m.dof_link.shape[0]
     mass_matrix(m, R, t, w, v, K, Xk, M, s33, s3)
@@ -800,29 +801,36 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
                 for k in range(j):
                     y -= A[i, k] * A[j, k]
                 A[i, j] = y / s
-        for k in range(nv):
-            zero[k] = 0.0
-        for a in range(n_act):
-            col = act[a]
-            if spd:  # x = M⁻¹ e_col by the two triangular solves
-                for i in range(nv):
+        if spd:
+            # M⁻¹ = L⁻ᵀL⁻¹, so (M⁻¹)_ab = X_a·X_b with X_a = L⁻¹ e_act[a], zero above act[a]: one forward solve
+            # per actuator from its own row down (M, no longer needed, holds X column by column), no back solve
+            for a in range(n_act):
+                col = act[a]
+                for i in range(col, nv):
                     y = 1.0 if i == col else 0.0
-                    for k in range(i):
-                        y -= A[i, k] * x[k]
-                    x[i] = y / A[i, i]
-                for i in range(nv - 1, -1, -1):
-                    y = x[i]
-                    for k in range(i + 1, nv):
-                        y -= A[k, i] * x[k]
-                    x[i] = y / A[i, i]
-            else:
+                    for k in range(col, i):
+                        y -= A[i, k] * M[k, a]
+                    M[i, a] = y / A[i, i]
+            for a in range(n_act):
+                s = 0.0
+                for b in range(n_act):
+                    xab = 0.0
+                    for i in range(max(act[a], act[b]), nv):
+                        xab += M[i, a] * M[i, b]
+                    s += gear[b] * abs(xab)
+                c2 += gear[a] * s
+        else:
+            for k in range(nv):
+                zero[k] = 0.0
+            for a in range(n_act):
+                col = act[a]
                 for k in range(nv):
                     e[k] = -1.0 if k == col else 0.0
                 solve_damped(M, zero, 0.0, e, A, x, piv)
-            s = 0.0
-            for b in range(n_act):
-                s += gear[b] * abs(x[act[b]])
-            c2 += gear[a] * s
+                s = 0.0
+                for b in range(n_act):
+                    s += gear[b] * abs(x[act[b]])
+                c2 += gear[a] * s
     out[T_ACTUATION] = math.sqrt(c2)
     vl = 0.0
     if fl[F_LIMITS]:
