@@ -38,6 +38,7 @@ import numpy as np
 from ..arrays import to_numpy
 
 DEFAULT_SAFETY = 3.0
+SQRT2 = float(np.sqrt(2.0))  # (a constant: np.sqrt(2.0) per check was a step-rate cost)
 
 
 def body_reach(body):
@@ -105,7 +106,7 @@ class EnergyBudget:
         the results then (n, B)). com (B, 3): the centre of mass [m]; None takes the one of the energy terms."""
         t = self.sim.energy_terms() if terms is None else terms
         ke = t.kinetic if t.kinetic.dtype == np.float64 else t.kinetic.astype(np.float64)
-        c = t.actuation.astype(np.float64) + self.c_gravity
+        c = t.actuation.astype(np.float64, copy=False) + self.c_gravity
         K = ke + t.limits + t.contact  # (float64 + float32 widens exactly)
         if self.floor is not None:
             z = t.com[..., 2] if com is None else np.asarray(com, dtype=np.float64)[:, 2]
@@ -124,30 +125,36 @@ class EnergyBudget:
         Simulator's). With ``terms`` of n successive steps (fields (n, B), see :meth:`measure`) each step is checked
         against the one before it and the cumulative bound runs through them: exceeded on any of them, K of the
         last. NaN counts as exceeded. :meth:`accept` then commits the rows that go on (to the last state)."""
+        with np.errstate(invalid="ignore"):
+            return self.check_unguarded(com, terms)
+
+    def check_unguarded(self, com=None, terms=None):
+        """:meth:`check` under the caller's floating-point error state: for a caller that already ignores the
+        warnings NaN rows raise (the environments' step), without a second ``np.errstate`` per step."""
         K, ke, c = self.measure(com, terms)
         c = self.safety * c
         dt = self.sim.dt
         if K.ndim == 1:
-            K_before, s = self.K, self.s + np.sqrt(2.0) * c * dt
+            K_before, s = self.K, self.s + SQRT2 * c * dt
         else:  # successive steps: the state before step k is step k−1's
             K_before = np.concatenate([self.K[None], K[:-1]])
             s = np.empty_like(K)
             acc = self.s
             for k in range(len(K)):  # as that many single checks add it
-                acc = s[k] = acc + np.sqrt(2.0) * c[k] * dt
-        with np.errstate(invalid="ignore"):
-            slack = self.round_off * (np.abs(K) + np.abs(K_before))
-            step_ok = K - K_before <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
-            ok = step_ok & (K <= s * s + slack)
+                acc = s[k] = acc + SQRT2 * c[k] * dt
+        slack = self.round_off * (np.abs(K) + np.abs(K_before))
+        step_ok = K - K_before <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
+        ok = step_ok & (K <= s * s + slack)
         if K.ndim > 1:
             K, s, ok = K[-1], s[-1], ok.all(0)
         self._pending = (K, s)
         return ~ok, K
 
-    def accept(self, rows):
-        """Commit the last :meth:`check` for ``rows`` (bool mask (B,)): their budgets move on to the new state."""
+    def accept(self, rows=None):
+        """Commit the last :meth:`check` for ``rows`` (bool mask (B,); None: every row): their budgets move on to the
+        new state."""
         K, s = self._pending
-        if rows.all():  # the common case: every row goes on (no copies through np.where)
+        if rows is None or rows.all():  # the common case: every row goes on (no copies through np.where)
             self.K, self.s = K, s
         else:
             self.K = np.where(rows, K, self.K)
