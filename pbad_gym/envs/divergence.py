@@ -41,6 +41,19 @@ DEFAULT_SAFETY = 3.0
 SQRT2 = float(np.sqrt(2.0))  # (a constant: np.sqrt(2.0) per check was a step-rate cost)
 
 
+def _energy_check():
+    """The compiled check (imported on first use: only the numba backend, which has imported numba, calls it)."""
+    global _ENERGY_CHECK
+    if _ENERGY_CHECK is None:
+        from ..kernels.numba.guard import energy_check
+
+        _ENERGY_CHECK = energy_check
+    return _ENERGY_CHECK
+
+
+_ENERGY_CHECK = None
+
+
 def body_reach(body):
     """Upper bound [m] on the distance between any two points of ``body`` in any configuration: the sum over
     links of each link's extent (the farthest of its child joints, centre of mass and contact-sphere surfaces
@@ -73,7 +86,8 @@ class EnergyBudget:
     The state's energy terms (kinetic energy, the actuators' coefficient from M⁻¹, limit and contact energies,
     centre of mass) come from :meth:`Simulator.energy_terms`: on the numba backend the step's own compiled call
     computes them, on numpy the reference (:func:`pbad_gym.integrators.state.energy_terms`); what is left here
-    is a few (B,) operations.
+    is a few (B,) operations — on the numba backend (float64) one compiled call,
+    :func:`pbad_gym.kernels.numba.guard.energy_check`, with the same numbers.
     """
 
     def __init__(self, sim, actuated, gear, ground=None, safety=DEFAULT_SAFETY):
@@ -93,6 +107,8 @@ class EnergyBudget:
             self.floor = float(ground) - reach  # lowest centre-of-mass height
             g_free = g * np.array([1.0, 1.0, 0.0])
         self.g = g
+        self._mg_z = float(self.mass * g[2])  # (the factor measure() applies to the height above the floor)
+        self._compiled = sim.backend == "numba"
         self.c_gravity = float(np.linalg.norm(g_free)) * np.sqrt(self.mass)
         self.round_off = 64 * float(np.finfo(sim.dtype).eps)
         B = sim.num_envs
@@ -131,7 +147,10 @@ class EnergyBudget:
     def check_unguarded(self, com=None, terms=None):
         """:meth:`check` under the caller's floating-point error state: for a caller that already ignores the
         warnings NaN rows raise (the environments' step), without a second ``np.errstate`` per step."""
-        K, ke, c = self.measure(com, terms)
+        t = self.sim.energy_terms() if terms is None else terms
+        if self._compiled and com is None and t.kinetic.dtype == np.float64:
+            return self._check_compiled(t)
+        K, ke, c = self.measure(com, t)
         c = self.safety * c
         dt = self.sim.dt
         if K.ndim == 1:
@@ -149,6 +168,18 @@ class EnergyBudget:
             K, s, ok = K[-1], s[-1], ok.all(0)
         self._pending = (K, s)
         return ~ok, K
+
+    def _check_compiled(self, t):
+        """:meth:`check_unguarded` of the energy terms ``t`` (float64 NumPy, fields (B,) or (n, B)) in one compiled
+        call: the reference's expressions row by row, the same numbers bit for bit."""
+        B = self.K.shape[0]
+        exceeded, K, s = np.empty(B, dtype=bool), np.empty(B), np.empty(B)
+        _energy_check()(t.kinetic.reshape(-1, B), t.actuation.reshape(-1, B), t.limits.reshape(-1, B),
+                        t.contact.reshape(-1, B), t.com[..., 2].reshape(-1, B), self.floor is not None, self._mg_z,
+                        0.0 if self.floor is None else self.floor, self.c_gravity, self.safety, self.sim.dt,
+                        self.round_off, self.K, self.s, exceeded, K, s)
+        self._pending = (K, s)
+        return exceeded, K
 
     def accept(self, rows=None):
         """Commit the last :meth:`check` for ``rows`` (bool mask (B,); None: every row): their budgets move on to the
