@@ -123,6 +123,43 @@ def test_energy_growing_geometrically_is_caught_within_a_few_steps():
     assert exceeded[0] and K[0] < 1e7, (k, K[0])
 
 
+@pytest.mark.parametrize("env_cls", [SwimmerVectorEnv, SpiderVectorEnv])  # without and with the floor term
+@pytest.mark.parametrize("n", [1, 3])  # one step, frame_skip substeps
+def test_compiled_energy_check_matches_the_numpy_reference_bit_for_bit(env_cls, n):
+    """The numba backend's compiled check (kernels/numba/guard.py) gives the NumPy reference's exceeded, K and
+    pending budgets bit for bit, NaN, inf and negative kinetic energies (round-off) included."""
+    from pbad_gym.integrators.state import EnergyTerms
+
+    B = 7
+    env = env_cls(num_envs=B, backend="numba")
+    env.reset(seed=0)
+    budget = env.energy_budget
+    assert budget._compiled
+    rng = np.random.default_rng(n)
+    for trial in range(20):
+        scale = 10.0 ** rng.uniform(-3, 3)
+        ke = scale * rng.uniform(-1e-12, 1, (n, B))
+        fields = [ke, scale * rng.uniform(0, 5, (n, B)), scale * rng.uniform(0, 1, (n, B)),
+                  scale * rng.uniform(0, 1, (n, B)), rng.normal(0, 1, (n, B, 3))]
+        if trial % 4 == 1:
+            fields[0][rng.integers(n), rng.integers(B)] = np.nan
+        if trial % 4 == 2:
+            fields[2][rng.integers(n), rng.integers(B)] = np.inf
+        terms = EnergyTerms(*(f[0] if n == 1 else f for f in fields))
+        budget.K = scale * rng.uniform(0, 1, B)
+        budget.s = np.sqrt(budget.K) + rng.uniform(0, 2, B)
+        K0, s0 = budget.K.copy(), budget.s.copy()
+        got = budget.check(terms=terms)
+        got_pending = budget._pending
+        budget.K, budget.s, budget._compiled = K0, s0, False
+        want = budget.check(terms=terms)
+        want_pending = budget._pending
+        budget._compiled = True
+        for a, b in zip(got + got_pending, want + want_pending):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (trial, a, b)
+
+
 def test_energy_budget_rejects_a_bad_safety_factor():
     env = SwimmerVectorEnv(num_envs=1)
     with pytest.raises(ValueError, match="safety"):

@@ -27,6 +27,7 @@ Conventions shared by both forms:
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium
@@ -79,6 +80,21 @@ def check_max_iter(max_iter, minimum, task="the environment"):
         raise ValueError(f"max_iter must be None (the optimiser's default) or an integer >= {minimum} (solver "
                          f"iterations per step; fewer leave {task}'s steps unconverged), got {max_iter!r}")
     return int(max_iter)
+
+
+def row_norm(x):
+    """``np.linalg.norm(x, axis=1)`` of a real float array (B, n), bit for bit (its own code for this case), without
+    the wrapper's argument handling: a step-rate cost at small batches."""
+    return np.sqrt(np.add.reduce(x * x, axis=1))
+
+
+def actuated_index(actuated):
+    """The columns of the actuated DOFs as a slice when they are consecutive (a slice assignment is several times
+    cheaper than a fancy-index one at small batches), else the index array itself."""
+    actuated = np.asarray(actuated, dtype=np.int64)
+    if len(actuated) and np.array_equal(actuated, np.arange(actuated[0], actuated[0] + len(actuated))):
+        return slice(int(actuated[0]), int(actuated[0]) + len(actuated))
+    return actuated
 
 
 def _positive_int(value, name, allow_none=False):
@@ -147,6 +163,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
 
         self.body = self._build_body()
         self.actuated = np.asarray(self.body.meta["actuated"], dtype=np.int64)
+        self._actuated_columns = actuated_index(self.actuated)
         self.gear = np.broadcast_to(np.asarray(self._gear(), dtype=np.float64), (len(self.actuated),)).copy()
         options = self._sim_options()
         validate_solver_options(order, optimizer, contact_model, lcp_method, options.get("contact") is not None)
@@ -273,14 +290,16 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         if a.shape != shape:
             layout = "(num_envs, actuators)" if batched else "(actuators,)"
             raise ValueError(f"action must have shape {shape} {layout}, got {a.shape}")
-        a = a.astype(np.float64).reshape(self.num_envs, -1)
-        ok = np.isfinite(a).all(1)
-        bad = ~ok
-        if not ok.all():
+        a = a.astype(np.float64).reshape(self.num_envs, -1)  # a copy: clipped in place below
+        finite = np.isfinite(a)
+        if finite.all():  # the common case
+            bad = np.zeros(self.num_envs, dtype=bool)
+        else:
+            bad = ~finite.all(1)
             if self.nonfinite_action == "raise":
                 raise ValueError(f"action contains NaN or inf in sub-environment(s) {np.nonzero(bad)[0].tolist()}; "
                                  "pass finite actions or construct the env with nonfinite_action='zero'")
-            a = np.where(np.isfinite(a), a, 0.0)
+            a = np.where(finite, a, 0.0)
         # np.clip's result for finite values, without its Python wrapper (a step-rate cost at small batches)
         return np.minimum(np.maximum(a, -1.0, out=a), 1.0, out=a), bad
 
@@ -289,8 +308,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         """(B,) bool: every entry of the row's q, qd, obs and reward finite; None when all rows are (one sum
         per array decides the common case: a NaN or inf anywhere makes the total non-finite, and a finite total
         proves every entry finite; only a non-finite total, or an overflowing one, takes the per-row test)."""
-        total = q.sum() + qd.sum() + obs.sum(dtype=np.float64) + reward.sum()  # (called under np.errstate)
-        if np.isfinite(total):
+        total = (np.add.reduce(q, axis=None) + np.add.reduce(qd, axis=None)  # (called under np.errstate)
+                 + np.add.reduce(obs, axis=None, dtype=np.float64) + np.add.reduce(reward, axis=None))
+        if math.isfinite(total):
             return None
         return np.isfinite(q).all(1) & np.isfinite(qd).all(1) & np.isfinite(obs).all(1) & np.isfinite(reward)
 
@@ -303,25 +323,28 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         before = self._last_summary
         ctrl = action if skip is None else np.where(skip[:, None], 0.0, action)
         tau = np.zeros((self.num_envs, self.body.nv))
-        tau[:, self.actuated] = ctrl * self.gear
+        tau[:, self._actuated_columns] = ctrl * self.gear
         if sim.device != "cpu" or sim.dtype != np.float64:
             tau = self.xp.asarray(tau, dtype=sim.dtype)
         with np.errstate(all="ignore"):
-            res, converged, iterations, out_of_budget = self._substeps(tau)
+            step_info, converged, iterations, out_of_budget = self._substeps(tau)
             q, qd = self._state_numpy()
             kin = self._kinematics()
             obs = self._get_obs(q, qd, kin).astype(np.float32)  # finiteness is judged on what the agent receives
             after = self._summary(q, qd, kin)
             reward, terminated, info = self._get_rew(before, after, action)
             finite = self._finite_rows(q, qd, obs, reward)
-        self._unconverged = np.where(converged, 0, self._unconverged + 1)
+        self._unconverged += 1  # consecutive unconverged steps
+        self._unconverged[converged] = 0
         diverged = out_of_budget | (self._unconverged > self.max_unconverged_steps)
         if finite is not None:
             diverged |= ~finite
-        self.energy_budget.accept(~diverged)
-        if skip is not None:
+        any_diverged = diverged.any()
+        self.energy_budget.accept(~diverged if any_diverged else None)
+        if skip is not None and any_diverged:
             diverged &= ~skip
-        if diverged.any():
+            any_diverged = diverged.any()
+        if any_diverged:
             # restore the pre-step state of the diverged rows; they are reset by the next step (autoreset)
             sim.restore(snapshot, rows=diverged)
             obs = np.where(diverged[:, None], self._obs, obs)
@@ -333,24 +356,26 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             after = {k: np.where(diverged.reshape((-1,) + (1,) * (v.ndim - 1)), before[k], v)
                      for k, v in after.items()}
         self._last_summary = after
-        if len(res) > 3:  # the impulse model's diagnostics
-            for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):
-                if key in res:
-                    info[key] = to_numpy(res[key])
+        for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):  # the impulse model's
+            value = getattr(step_info, key)
+            if value is not None:
+                info[key] = to_numpy(value)
         info["iterations"] = iterations
         info["converged"] = converged
         info["diverged"] = diverged
-        return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool), diverged, info
+        # (the hooks return fresh arrays each step: no copy is needed when they already have the dtype)
+        return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool, copy=False), diverged, info
 
     def _substeps(self, tau):
         """``frame_skip`` physics steps under torques tau (one compiled call on the numba backend), each checked by
-        the divergence guard (its bound is per physics step). Returns (the step's diagnostics as a dict, converged
+        the divergence guard (its bound is per physics step). Returns (the step's StepInfo, converged
         on every substep (B,), LM iterations summed over the substeps (B,) int64, out of the energy budget on some
-        substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s accept."""
+        substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s accept. Called under
+        ``np.errstate(all="ignore")``. The arrays are the step's own, new on every step (no copies)."""
         info, terms = self.sim.step_substeps(tau, self.frame_skip)
-        out = self.energy_budget.check(terms=terms)[0]
-        converged = to_numpy(info.converged).astype(bool)
-        return info.as_dict(), converged, to_numpy(info.iterations).astype(np.int64), out
+        out = self.energy_budget.check_unguarded(terms=terms)[0]
+        converged = to_numpy(info.converged).astype(bool, copy=False)
+        return info, converged, to_numpy(info.iterations).astype(np.int64, copy=False), out
 
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""
@@ -433,15 +458,18 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     def step(self, actions):
         self._require_reset()
         a, sanitised = self._check_action(actions)
-        pending = self._needs_reset.copy()
-        obs, reward, terminated, diverged, info = self._physics_step(a, skip=pending if pending.any() else None)
+        pending = self._needs_reset
+        any_pending = pending.any()
+        if any_pending:
+            pending = pending.copy()  # _reset_rows clears _needs_reset in place
+        obs, reward, terminated, diverged, info = self._physics_step(a, skip=pending if any_pending else None)
         self._elapsed += 1
-        truncated = diverged.copy()
+        truncated = diverged
         if self.max_episode_steps is not None:
-            truncated |= self._elapsed >= self.max_episode_steps
-        truncated &= ~terminated
+            truncated = truncated | (self._elapsed >= self.max_episode_steps)
+        truncated = truncated & ~terminated  # (a new array: diverged stays info["diverged"])
         self._obs = obs
-        if pending.any():
+        if any_pending:
             self._reset_rows(pending)
             self._refresh(pending)
             obs = self._obs

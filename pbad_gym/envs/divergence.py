@@ -38,6 +38,20 @@ import numpy as np
 from ..arrays import to_numpy
 
 DEFAULT_SAFETY = 3.0
+SQRT2 = float(np.sqrt(2.0))  # (a constant: np.sqrt(2.0) per check was a step-rate cost)
+
+
+def _energy_check():
+    """The compiled check (imported on first use: only the numba backend, which has imported numba, calls it)."""
+    global _ENERGY_CHECK
+    if _ENERGY_CHECK is None:
+        from ..kernels.numba.guard import energy_check
+
+        _ENERGY_CHECK = energy_check
+    return _ENERGY_CHECK
+
+
+_ENERGY_CHECK = None
 
 
 def body_reach(body):
@@ -72,7 +86,8 @@ class EnergyBudget:
     The state's energy terms (kinetic energy, the actuators' coefficient from M⁻¹, limit and contact energies,
     centre of mass) come from :meth:`Simulator.energy_terms`: on the numba backend the step's own compiled call
     computes them, on numpy the reference (:func:`pbad_gym.integrators.state.energy_terms`); what is left here
-    is a few (B,) operations.
+    is a few (B,) operations — on the numba backend (float64) one compiled call,
+    :func:`pbad_gym.kernels.numba.guard.energy_check`, with the same numbers.
     """
 
     def __init__(self, sim, actuated, gear, ground=None, safety=DEFAULT_SAFETY):
@@ -92,6 +107,8 @@ class EnergyBudget:
             self.floor = float(ground) - reach  # lowest centre-of-mass height
             g_free = g * np.array([1.0, 1.0, 0.0])
         self.g = g
+        self._mg_z = float(self.mass * g[2])  # (the factor measure() applies to the height above the floor)
+        self._compiled = sim.backend == "numba"
         self.c_gravity = float(np.linalg.norm(g_free)) * np.sqrt(self.mass)
         self.round_off = 64 * float(np.finfo(sim.dtype).eps)
         B = sim.num_envs
@@ -105,7 +122,7 @@ class EnergyBudget:
         the results then (n, B)). com (B, 3): the centre of mass [m]; None takes the one of the energy terms."""
         t = self.sim.energy_terms() if terms is None else terms
         ke = t.kinetic if t.kinetic.dtype == np.float64 else t.kinetic.astype(np.float64)
-        c = t.actuation.astype(np.float64) + self.c_gravity
+        c = t.actuation.astype(np.float64, copy=False) + self.c_gravity
         K = ke + t.limits + t.contact  # (float64 + float32 widens exactly)
         if self.floor is not None:
             z = t.com[..., 2] if com is None else np.asarray(com, dtype=np.float64)[:, 2]
@@ -124,30 +141,51 @@ class EnergyBudget:
         Simulator's). With ``terms`` of n successive steps (fields (n, B), see :meth:`measure`) each step is checked
         against the one before it and the cumulative bound runs through them: exceeded on any of them, K of the
         last. NaN counts as exceeded. :meth:`accept` then commits the rows that go on (to the last state)."""
-        K, ke, c = self.measure(com, terms)
+        with np.errstate(invalid="ignore"):
+            return self.check_unguarded(com, terms)
+
+    def check_unguarded(self, com=None, terms=None):
+        """:meth:`check` under the caller's floating-point error state: for a caller that already ignores the
+        warnings NaN rows raise (the environments' step), without a second ``np.errstate`` per step."""
+        t = self.sim.energy_terms() if terms is None else terms
+        if self._compiled and com is None and t.kinetic.dtype == np.float64:
+            return self._check_compiled(t)
+        K, ke, c = self.measure(com, t)
         c = self.safety * c
         dt = self.sim.dt
         if K.ndim == 1:
-            K_before, s = self.K, self.s + np.sqrt(2.0) * c * dt
+            K_before, s = self.K, self.s + SQRT2 * c * dt
         else:  # successive steps: the state before step k is step k−1's
             K_before = np.concatenate([self.K[None], K[:-1]])
             s = np.empty_like(K)
             acc = self.s
             for k in range(len(K)):  # as that many single checks add it
-                acc = s[k] = acc + np.sqrt(2.0) * c[k] * dt
-        with np.errstate(invalid="ignore"):
-            slack = self.round_off * (np.abs(K) + np.abs(K_before))
-            step_ok = K - K_before <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
-            ok = step_ok & (K <= s * s + slack)
+                acc = s[k] = acc + SQRT2 * c[k] * dt
+        slack = self.round_off * (np.abs(K) + np.abs(K_before))
+        step_ok = K - K_before <= c * np.sqrt(2.0 * np.maximum(ke, 0.0)) * dt + slack
+        ok = step_ok & (K <= s * s + slack)
         if K.ndim > 1:
             K, s, ok = K[-1], s[-1], ok.all(0)
         self._pending = (K, s)
         return ~ok, K
 
-    def accept(self, rows):
-        """Commit the last :meth:`check` for ``rows`` (bool mask (B,)): their budgets move on to the new state."""
+    def _check_compiled(self, t):
+        """:meth:`check_unguarded` of the energy terms ``t`` (float64 NumPy, fields (B,) or (n, B)) in one compiled
+        call: the reference's expressions row by row, the same numbers bit for bit."""
+        B = self.K.shape[0]
+        exceeded, K, s = np.empty(B, dtype=bool), np.empty(B), np.empty(B)
+        _energy_check()(t.kinetic.reshape(-1, B), t.actuation.reshape(-1, B), t.limits.reshape(-1, B),
+                        t.contact.reshape(-1, B), t.com[..., 2].reshape(-1, B), self.floor is not None, self._mg_z,
+                        0.0 if self.floor is None else self.floor, self.c_gravity, self.safety, self.sim.dt,
+                        self.round_off, self.K, self.s, exceeded, K, s)
+        self._pending = (K, s)
+        return exceeded, K
+
+    def accept(self, rows=None):
+        """Commit the last :meth:`check` for ``rows`` (bool mask (B,); None: every row): their budgets move on to the
+        new state."""
         K, s = self._pending
-        if rows.all():  # the common case: every row goes on (no copies through np.where)
+        if rows is None or rows.all():  # the common case: every row goes on (no copies through np.where)
             self.K, self.s = K, s
         else:
             self.K = np.where(rows, K, self.K)

@@ -6,7 +6,7 @@ import numpy as np
 from ..arrays import real_number, to_numpy
 from ..kinematics import integrate
 from ..model.robots import spider
-from .base import PBADEnv, PBADVectorEnv
+from .base import PBADEnv, PBADVectorEnv, row_norm
 from .render import with_render_fps
 
 
@@ -147,10 +147,15 @@ class SpiderVectorEnv(PBADVectorEnv):
         viscous and impulse forces are unchanged bit for bit (docs/environments.md)."""
         return to_numpy(self.sim.contact_forces)
 
+    def _clipped_contact_forces(self):
+        """The contact forces clipped to ``contact_force_range`` (the ndarray method: np.clip's own ufunc without
+        its dispatch wrappers, a step-rate cost at small batches)."""
+        return self.contact_forces().clip(*self.contact_force_range)
+
     def _get_obs(self, q, qd, kin):
         parts = [q[:, 2:] if self.exclude_positions else q, qd]
         if self.include_contact:
-            parts.append(np.clip(self.contact_forces(), *self.contact_force_range).reshape(len(q), -1))
+            parts.append(self._clipped_contact_forces().reshape(len(q), -1))
         return np.concatenate(parts, axis=1)
 
     def healthy(self, q):
@@ -158,7 +163,7 @@ class SpiderVectorEnv(PBADVectorEnv):
         z = q[:, 2]
         x, y = q[:, 4], q[:, 5]
         up_z = 1.0 - 2.0 * (x * x + y * y)
-        finite = np.all(np.isfinite(q), axis=1)
+        finite = np.logical_and.reduce(np.isfinite(q), axis=1)  # np.all's own reduction
         with np.errstate(invalid="ignore"):
             return finite & (z >= self.healthy_z_range[0]) & (z <= self.healthy_z_range[1]) & (
                 up_z >= self.healthy_up_min)
@@ -168,14 +173,14 @@ class SpiderVectorEnv(PBADVectorEnv):
         q = after["torso"]
         healthy = self.healthy(np.concatenate([after["torso"], after["quat"]], axis=1))
         forward = self.forward_reward_weight * vel[:, 0]
-        ctrl = -self.ctrl_cost_weight * np.sum(action * action, axis=1)
-        F = np.clip(self.contact_forces(), *self.contact_force_range)
-        contact = -self.contact_cost_weight * np.sum(F * F, axis=(1, 2))
+        ctrl = -self.ctrl_cost_weight * np.add.reduce(action * action, axis=1)  # np.sum's own reductions
+        F = self._clipped_contact_forces()
+        contact = -self.contact_cost_weight * np.add.reduce(F * F, axis=(1, 2))
         survive = self.healthy_reward * healthy
         terminated = ~healthy if self.terminate_when_unhealthy else np.zeros(len(q), dtype=bool)
         info = {"reward_survive": survive, "reward_forward": forward, "reward_ctrl": ctrl, "reward_contact": contact,
                 "x_position": q[:, 0].copy(), "y_position": q[:, 1].copy(), "z_position": q[:, 2].copy(),
-                "distance_from_origin": np.linalg.norm(q[:, :2], axis=1), "x_velocity": vel[:, 0],
+                "distance_from_origin": row_norm(q[:, :2]), "x_velocity": vel[:, 0],
                 "y_velocity": vel[:, 1]}
         return survive + forward + ctrl + contact, terminated, info
 
