@@ -939,6 +939,17 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
     fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.damping.copy(), fo.flags.copy(), fo.scalars.copy())
     sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], Q.shape[2], CP.shape[2], Q.dtype)
     act, gear = act.copy(), gear.copy()
+    _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
+              TERMS, out_force, r0, r1, sc)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
+              TERMS, out_force, r0, r1, sc):
+    """:func:`step_rows`' loops on its scratch ``sc``, compiled WITHOUT the runtime's reference counting: nothing
+    here allocates, and with it every call of a helper that takes arrays (the KernelModel's 26 among them) paid
+    atomic increments and decrements of their counts on entry and exit — measured, two thirds of an energy-and-
+    gradient evaluation (BENCHMARKS.md). The arithmetic, and so every number, is the same."""
     for s in range(IT.shape[0]):
         ci, co = s % 2, (s + 1) % 2
         q_prev, q_cur, q_out = Q[s % 3], Q[(s + 1) % 3], Q[(s + 2) % 3]
