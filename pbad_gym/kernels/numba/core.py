@@ -225,6 +225,26 @@ def _affine_link(mass, c, S, i, R, t, A, b, W, use_w, scale, G, f, s33):
     Helpers called per link or per sphere take the arrays they read, not the KernelModel: a call that LLVM does
     not inline passes every field of a NamedTuple argument (26 arrays), which cost more than the arithmetic."""
     mi = mass[i]
+    if not use_w:  # the inertia term: the same arithmetic, in the same order, row by row in locals (through the
+        sr = 0.0  # scratch below, every product is stored and reloaded: the compiler cannot prove s33 aliases
+        st = 0.0  # nothing else)
+        two = 2.0 * scale
+        for a in range(3):
+            e = t[i, a] - b[i, a]
+            d0, d1, d2 = R[i, a, 0] - A[i, a, 0], R[i, a, 1] - A[i, a, 1], R[i, a, 2] - A[i, a, 2]
+            h0 = d0 * S[i, 0, 0] + d1 * S[i, 1, 0] + d2 * S[i, 2, 0] + e * c[i, 0]
+            h1 = d0 * S[i, 0, 1] + d1 * S[i, 1, 1] + d2 * S[i, 2, 1] + e * c[i, 1]
+            h2 = d0 * S[i, 0, 2] + d1 * S[i, 1, 2] + d2 * S[i, 2, 2] + e * c[i, 2]
+            u = d0 * c[i, 0] + d1 * c[i, 1] + d2 * c[i, 2] + mi * e
+            sr += h0 * d0
+            sr += h1 * d1
+            sr += h2 * d2
+            st += e * u
+            f[i, a] += two * u
+            G[i, a, 0] += two * h0
+            G[i, a, 1] += two * h1
+            G[i, a, 2] += two * h2
+        return scale * (sr + st)
     for a in range(3):
         s33[2, 0, a] = t[i, a] - b[i, a]
         for k in range(3):
@@ -928,9 +948,8 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
     slot s % 2 of CP, CACT, CNORM, CANC to slot (s+1) % 2, and writes its iterations, gradient norm, convergence
     and energy terms to IT[s], GN[s], CONV[s] and TERMS[s]; the other finish outputs are the last substep's.
 
-    Views of arrays bump their (atomic) reference counts, and threads sharing an array fight over its count's
-    cache line: each chunk works on its own copies of the constants and of its rows' inputs, and takes the views
-    of a substep's buffers once for all its rows."""
+    Each chunk copies the constants and allocates its scratch here (with reference counting, which allocation
+    needs), then runs the substeps of its rows in :func:`_run_rows` (without it)."""
     m = KernelModel(m.jtype.copy(), m.parent.copy(), m.order.copy(), m.q_start.copy(), m.v_start.copy(),
                     m.dof_link.copy(), m.lim_on.copy(), m.lim_q.copy(), m.quat_q.copy(), m.quat_v.copy(),
                     m.lin_q.copy(), m.lin_v.copy(), m.sph_link.copy(), m.hess_weight.copy(), m.lim_lo.copy(),
@@ -943,13 +962,15 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
               TERMS, out_force, r0, r1, sc)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
 def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
               TERMS, out_force, r0, r1, sc):
     """:func:`step_rows`' loops on its scratch ``sc``, compiled WITHOUT the runtime's reference counting: nothing
     here allocates, and with it every call of a helper that takes arrays (the KernelModel's 26 among them) paid
     atomic increments and decrements of their counts on entry and exit — measured, two thirds of an energy-and-
-    gradient evaluation (BENCHMARKS.md). The arithmetic, and so every number, is the same."""
+    gradient evaluation (BENCHMARKS.md). The arithmetic, and so every number, is the same. IEEE division (no
+    ZeroDivisionError checks, ``error_model="numpy"``): a division by zero gives inf or NaN, which the LM's finite
+    test and the divergence guard already catch, as NumPy's reference would."""
     for s in range(IT.shape[0]):
         ci, co = s % 2, (s + 1) % 2
         q_prev, q_cur, q_out = Q[s % 3], Q[(s + 1) % 3], Q[(s + 2) % 3]
@@ -1154,13 +1175,22 @@ def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q
     fo = KernelForces(gravity, drag, damping, flags, scalars)
     dtype = q.dtype
     L, nv = mass.shape[0], dof_link.shape[0]
-    dt = scalars[S_DT]
     Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)
     K, Xk = np.empty((L, 6, 6), dtype), np.empty((nv, 6), dtype)
     M, A = np.empty((nv, nv), dtype), np.empty((nv, nv), dtype)
     dv, piv = np.empty(nv, dtype), np.empty(nv, np.int64)
     s33, s3 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype)
     xv, ev, zv, qdr, trow = _finish_scratch(m, dtype)
+    _finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms, Rj, R2, K, Xk, M, A, dv,
+                 piv, s33, s3, xv, ev, zv, qdr, trow)
+
+
+@njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
+def _finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms, Rj, R2, K, Xk, M, A, dv,
+                 piv, s33, s3, xv, ev, zv, qdr, trow):
+    """:func:`finish_batch`'s row loop on its scratch, without reference counting (see :func:`_run_rows`)."""
+    nv = m.dof_link.shape[0]
+    dt = fo.scalars[S_DT]
     for r in range(q.shape[0]):
         difference(m, q_prev[r], q[r], dv)
         for k in range(nv):
