@@ -244,6 +244,36 @@ def test_damping_schedule_is_the_numpy_lm_s():
         lm.MU_SHRINK, lm.MU_GROW, lm.MU_AFTER_REJECT, lm.MU_MAX, lm._EPS_BAND)
 
 
+def test_row_loops_compile_without_reference_counting():
+    """The kernel's row loops run without the runtime's reference counts (half the kernel's time when they came
+    back): the options ask for it, and this numba honours them — a helper taking arrays, called from a function
+    compiled with those options, leaves no NRT_incref in the IR (one compiled with the defaults does)."""
+    from numba import njit
+    from numba.extending import register_jitable
+
+    from pbad_gym.kernels.numba import core
+
+    assert core.ROW_LOOP_OPTIONS.get("_nrt") is False and core.ROW_LOOP_OPTIONS["error_model"] == "numpy"
+
+    @register_jitable
+    def helper(a, b, i):
+        return a[i % a.shape[0]] + b[i % b.shape[0]]
+
+    def loop(a, b, n):
+        s = 0.0
+        for i in range(n):
+            s += helper(a[1:], b[:-1], i)
+        return s
+
+    options = {k: v for k, v in core.ROW_LOOP_OPTIONS.items() if k != "cache"}
+    without, default = njit(**options)(loop), njit(loop)
+    x = np.arange(4.0)
+    assert without(x, x, 5) == default(x, x, 5)
+    ir = lambda f: "".join(f.inspect_llvm().values())  # noqa: E731
+    assert "NRT_incref" in ir(default)
+    assert "NRT_incref" not in ir(without)
+
+
 def test_supports_reasons():
     body = chain(3)
     forces = make_force_model(body)

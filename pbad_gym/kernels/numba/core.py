@@ -32,6 +32,24 @@ HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
 _jit = register_jitable
 
 
+def _row_loop_options():
+    """njit options of the loops that run rows on preallocated scratch: no reference counting (numba's private
+    ``_nrt`` target option — nothing there allocates, and the counts' atomic traffic on every helper call's array
+    arguments cost two thirds of an energy-and-gradient evaluation; where a numba lacks the option the loops
+    compile with counting: the same numbers, about half the speed) and IEEE division (``error_model="numpy"``:
+    no ZeroDivisionError branches; a division by zero gives inf or NaN, which the LM's finite test and the
+    divergence guard catch, as in NumPy's reference)."""
+    from numba.core.cpu import CPUTargetOptions
+
+    options = dict(cache=True, nogil=True, error_model="numpy")
+    if hasattr(CPUTargetOptions, "_nrt"):
+        options["_nrt"] = False
+    return options
+
+
+ROW_LOOP_OPTIONS = _row_loop_options()
+
+
 # --- quaternions (kinematics/algebra.py) ------------------------------------------------------------------------
 @_jit
 def quat_mul(aw, ax, ay, az, bw, bx, by, bz):
@@ -962,15 +980,12 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
               TERMS, out_force, r0, r1, sc)
 
 
-@njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
+@njit(**ROW_LOOP_OPTIONS)
 def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
               TERMS, out_force, r0, r1, sc):
-    """:func:`step_rows`' loops on its scratch ``sc``, compiled WITHOUT the runtime's reference counting: nothing
-    here allocates, and with it every call of a helper that takes arrays (the KernelModel's 26 among them) paid
-    atomic increments and decrements of their counts on entry and exit — measured, two thirds of an energy-and-
-    gradient evaluation (BENCHMARKS.md). The arithmetic, and so every number, is the same. IEEE division (no
-    ZeroDivisionError checks, ``error_model="numpy"``): a division by zero gives inf or NaN, which the LM's finite
-    test and the divergence guard already catch, as NumPy's reference would."""
+    """:func:`step_rows`' loops on its scratch ``sc``, compiled with :data:`ROW_LOOP_OPTIONS` (no reference
+    counting: with it, every call of a helper that takes arrays — the KernelModel's 26 among them — paid atomic
+    increments and decrements of their counts; BENCHMARKS.md). The arithmetic, and so every number, is the same."""
     for s in range(IT.shape[0]):
         ci, co = s % 2, (s + 1) % 2
         q_prev, q_cur, q_out = Q[s % 3], Q[(s + 1) % 3], Q[(s + 2) % 3]
@@ -1185,10 +1200,10 @@ def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q
                  piv, s33, s3, xv, ev, zv, qdr, trow)
 
 
-@njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
+@njit(**ROW_LOOP_OPTIONS)
 def _finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms, Rj, R2, K, Xk, M, A, dv,
                  piv, s33, s3, xv, ev, zv, qdr, trow):
-    """:func:`finish_batch`'s row loop on its scratch, without reference counting (see :func:`_run_rows`)."""
+    """:func:`finish_batch`'s row loop on its scratch (:data:`ROW_LOOP_OPTIONS`, see :func:`_run_rows`)."""
     nv = m.dof_link.shape[0]
     dt = fo.scalars[S_DT]
     for r in range(q.shape[0]):
