@@ -61,7 +61,7 @@ def step_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q,
                          ev[..., r], zv[..., r], qdr[..., r], trow[..., r])
         step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
                  out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r,
-                 sc)
+                 sc, False)
 
 
 @cuda.jit(**_OPTIONS)

@@ -967,7 +967,7 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
     and energy terms to IT[s], GN[s], CONV[s] and TERMS[s]; the other finish outputs are the last substep's.
 
     Each chunk copies the constants and allocates its scratch here (with reference counting, which allocation
-    needs), then runs the substeps of its rows in :func:`_run_rows` (without it)."""
+    needs), then runs its rows, each through all its substeps, in :func:`_run_rows` (without it)."""
     m = KernelModel(m.jtype.copy(), m.parent.copy(), m.order.copy(), m.q_start.copy(), m.v_start.copy(),
                     m.dof_link.copy(), m.lim_on.copy(), m.lim_q.copy(), m.quat_q.copy(), m.quat_v.copy(),
                     m.lin_q.copy(), m.lin_v.copy(), m.sph_link.copy(), m.hess_weight.copy(), m.lim_lo.copy(),
@@ -986,22 +986,43 @@ def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
     """:func:`step_rows`' loops on its scratch ``sc``, compiled with :data:`ROW_LOOP_OPTIONS` (no reference
     counting: with it, every call of a helper that takes arrays — the KernelModel's 26 among them — paid atomic
     increments and decrements of their counts; BENCHMARKS.md). The arithmetic, and so every number, is the same."""
-    for s in range(IT.shape[0]):
-        ci, co = s % 2, (s + 1) % 2
-        q_prev, q_cur, q_out = Q[s % 3], Q[(s + 1) % 3], Q[(s + 2) % 3]
-        cP, cact, cnorm, canc = CP[ci], CACT[ci], CNORM[ci], CANC[ci]
-        nP, nact, nnorm, nanc = CP[co], CACT[co], CNORM[co], CANC[co]
-        it, gn, conv, terms = IT[s], GN[s], CONV[s], TERMS[s]
-        for r in range(r0, r1):
-            step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, q_out, it, gn, conv, act, gear, want, out_qd,
-                     out_R, out_t, out_w, out_v, terms, nP, nact, nnorm, nanc, out_force, r, sc)
+    n = IT.shape[0]
+    for r in range(r0, r1):  # a row's substeps back to back: its poses carry from one to the next
+        for s in range(n):
+            ci, co = s % 2, (s + 1) % 2
+            q_prev, q_cur, q_out = Q[s % 3], Q[(s + 1) % 3], Q[(s + 2) % 3]
+            cP, cact, cnorm, canc = CP[ci], CACT[ci], CNORM[ci], CANC[ci]
+            nP, nact, nnorm, nanc = CP[co], CACT[co], CNORM[co], CANC[co]
+            cu = step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, q_out, IT[s], GN[s], CONV[s], act, gear,
+                          want, out_qd, out_R, out_t, out_w, out_v, TERMS[s], nP, nact, nnorm, nanc, out_force, r, sc,
+                          s > 0)
+            if s + 1 < n:
+                carry_poses(sc, cu)
+
+
+@_jit
+def carry_poses(sc, cu):
+    """After a substep: the poses of its q_cur and of its result (the LM's evaluation slot ``cu``) become those of
+    the next substep's q_prev and q_cur (``known`` of :func:`step_row`: the values forward kinematics would compute
+    from those coordinates, bit for bit)."""
+    Rp, tp, Rr, tr, Rc, tc = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.Rs[cu], sc.ts[cu]
+    for i in range(Rr.shape[0]):
+        for a in range(3):
+            tp[i, a] = tr[i, a]
+            tr[i, a] = tc[i, a]
+            for b in range(3):
+                Rp[i, a, b] = Rr[i, a, b]
+                Rr[i, a, b] = Rc[i, a, b]
 
 
 @_jit
 def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
-             out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc):
+             out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc,
+             known):
     """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
     (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row).
+    Returns the LM slot of the result (sc.Rs[slot], sc.ts[slot]: its poses). ``known``: sc.Rp, sc.tp and sc.Rr,
+    sc.tr already hold the poses of q_prev and q_cur (:func:`carry_poses` after this row's previous substep).
 
     With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
     no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
@@ -1030,8 +1051,9 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         for a in range(3):
             cPr[k, a], canr[k, a] = cP[r, k, a], canc[r, k, a]
     # step data (integrators/pbad.py prepare_step)
-    forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
-    forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
+    if not known:
+        forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
+        forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
     for i in range(L):
         for a in range(3):
             bt[i, a] = 2 * tr[i, a] - tp[i, a]
@@ -1125,6 +1147,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         if fl[F_CONTACT]:
             contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
                            out_force, s3[3], s33[3], s3[4])
+    return cu
 
 
 @njit(cache=True, parallel=True, nogil=True)
