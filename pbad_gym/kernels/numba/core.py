@@ -25,7 +25,7 @@ from .scratch import alloc_scratch
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
 # optim/lm.py's damping schedule (copied, not imported: numba's cache is keyed on this file alone, so a constant
 # read from another module would not recompile the kernel when it changes; a test checks the copies agree)
-_MU_SHRINK, _MU_GROW, _MU_AFTER_REJECT, _MU_MAX = 3.0, 10.0, 0.1, 1e12
+_MU_SHRINK, _MU_GROW, _MU_AFTER_REJECT, _MU_MAX = 3.0, 10.0, 1e-6, 1e12
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
 
 # helpers compile into the one entry point (one cache entry, one fast load; no per-helper CPython wrapper)
