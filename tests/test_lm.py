@@ -154,3 +154,29 @@ def test_damping_schedule():
 
     res = levenberg_marquardt(value_grad, hessian, lambda x, idx, d: x + d, np.array([[2.0]]), tol=1e-10)
     assert res.converged[0] and abs(res.x[0, 0]) < 1e-9
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_a_rejected_step_is_retried_at_most_half_as_long(compact):
+    """After a rejection μ grows, solving only, until the next trial is at most STEP_SHRINK of the rejected step's
+    D-norm: from x = 10 on E = √(1 + x²), Newton's step (−1010) and the ones that barely damp it are never tried
+    twice, in either lock-step mode, and LM still converges, with fewer trials than one per decade of μ."""
+    from pbad_gym.optim.lm import STEP_SHRINK
+
+    tried = []
+
+    def value_grad(x, idx):
+        tried.append(x[:, 0].copy())
+        E = np.sqrt(1.0 + x[:, 0] ** 2)
+        return E, (x[:, 0] / E)[:, None], (x,)  # a ctx without ndarray.take
+
+    def hessian(ctx):
+        x = ctx[0]
+        return ((1.0 + x[:, 0] ** 2) ** -1.5)[:, None, None], np.ones((x.shape[0], 1))
+
+    x0 = np.array([[10.0], [0.5]])  # the second row converges by plain Newton steps
+    res = levenberg_marquardt(value_grad, hessian, lambda x, idx, d: x + d, x0, tol=1e-10, compact=compact)
+    assert res.converged.all() and np.abs(res.x).max() < 1e-9
+    first, second = tried[1][0] - 10.0, tried[2][0] - 10.0  # the first two trials of row 0, both from x = 10
+    assert first < -1000 and abs(second) <= STEP_SHRINK * abs(first)
+    assert res.iterations[0] <= 12

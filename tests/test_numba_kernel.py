@@ -234,8 +234,8 @@ def test_damping_schedule_is_the_numpy_lm_s():
     from pbad_gym.kernels.numba import core
     from pbad_gym.optim import lm
 
-    assert (core._MU_SHRINK, core._MU_GROW, core._MU_AFTER_REJECT, core._MU_MAX, core._EPS_BAND) == (
-        lm.MU_SHRINK, lm.MU_GROW, lm.MU_AFTER_REJECT, lm.MU_MAX, lm._EPS_BAND)
+    assert (core._MU_SHRINK, core._MU_GROW, core._MU_AFTER_REJECT, core._MU_MAX, core._STEP_SHRINK, core._EPS_BAND) == (
+        lm.MU_SHRINK, lm.MU_GROW, lm.MU_AFTER_REJECT, lm.MU_MAX, lm.STEP_SHRINK, lm._EPS_BAND)
 
 
 def test_row_loops_compile_without_reference_counting():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..arrays import host_bool, xp_of
+from ..arrays import host_bool, host_int, xp_of
 
 _EPS_BAND = 64.0  # round-off band in units of machine epsilon · |E|
 # The damping schedule (kernels/numba/core.py keeps a copy; tests/test_numba_kernel.py checks they agree).
@@ -25,6 +25,12 @@ MU_SHRINK = 3.0  # μ ÷ this after an accepted step
 MU_GROW = 10.0  # μ × this after a rejected step ...
 MU_AFTER_REJECT = 1e-6  # ... and at least this
 MU_MAX = 1e12
+# After a rejection, μ grows (× MU_GROW, solves only) until the next trial step is at most this fraction of the
+# rejected one's length in the D-norm √(Σ D_j δ_j²), before the energy is evaluated again. A rejection at small μ
+# otherwise costs an energy evaluation per decade of μ that barely changes the step (from 1e-6, where μ·D is
+# negligible beside H, up to where it starts to shorten it): on the Spiders half their rejected trials were such
+# repeats (BENCHMARKS.md, "Shorter steps after a rejection").
+STEP_SHRINK = 0.5
 
 
 @dataclass
@@ -102,7 +108,7 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     if not (_compacts(xp) if compact is None else compact):
         return _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_history, sqrt_hessian)
     B = x0.shape[0]
-    x, E, g, H, D, mu, iters, conv, gnorm = _start(value_grad, hessian, x0, mu0)
+    x, E, g, H, D, mu, iters, conv, gnorm, limit = _start(value_grad, hessian, x0, mu0)
     history = [] if record_history else None
     eps = xp.finfo(x.dtype).eps
     for _ in range(max_iter):
@@ -113,12 +119,13 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         # all active (the common case): slices give views instead of fancy-index copies
         sel, ix = (None, slice(None)) if idx.size == B else (idx, idx)
         gi, Hi, Di, Ei = g[ix], H[ix], D[ix], E[ix]
-        dx, pred, ok = _trial_step(Hi, Di, mu[ix], gi, sqrt_hessian)
+        dx, pred, ok, mu_i, length2 = _trial_step(Hi, Di, mu[ix], gi, sqrt_hessian, limit[ix])
         x_try = retract(x[ix], sel, dx)
         E_try, g_try, ctx_try = value_grad(x_try, sel)
         accept = ok & _acceptable(Ei, E_try, pred, eps)
         iters[ix] += 1
-        mu[ix] = _next_damping(mu[ix], accept)
+        mu[ix] = _next_damping(mu_i, accept)
+        limit[ix] = _next_limit(length2, accept, ok)
         gn_try = _measure(g_try, Di, ctx_try)  # D from the last Hessian: it barely moves within a step
         need = accept & (gn_try >= tol)
         rows = xp.nonzero(need)[0]
@@ -153,19 +160,48 @@ def _start(value_grad, hessian, x0, mu0):
     E, g, ctx = value_grad(x, None)
     H, D = hessian(ctx)
     mu = xp.full(B, mu0, dtype=x.dtype)
-    return x, E, g, H, D, mu, xp.zeros(B, dtype=xp.int64), xp.zeros(B, dtype=bool), _measure(g, D, ctx)
+    limit = xp.full(B, xp.inf, dtype=x.dtype)
+    return x, E, g, H, D, mu, xp.zeros(B, dtype=xp.int64), xp.zeros(B, dtype=bool), _measure(g, D, ctx), limit
 
 
-def _trial_step(H, D, mu, g, sqrt_hessian):
-    """The damped step δ (B', n) (zero where the solve failed), its predicted decrease (B',) and whether it is
-    finite (B',)."""
+def _trial_step(H, D, mu, g, sqrt_hessian, limit, masked=False, shorten=True):
+    """The damped step δ (B', n) (zero where the solve failed), its predicted decrease (B',), whether it is
+    finite (B',), the damping μ (B',) it was solved with and its squared D-norm Σ_j D_j δ_j² (B',). Where that
+    norm exceeds ``limit`` (B',) (after a rejection: :func:`_next_limit`), μ grows (× MU_GROW, at most MU_MAX)
+    and the step is solved again until it does not. ``masked``: grow by ``where`` over the whole batch, one host
+    decision per round, and only when ``shorten`` (the caller knows whether any row was just rejected)."""
     xp = xp_of(g)
     dx = _solve_damped(H, D, mu, g, sqrt_hessian)
+    length2 = xp.sum(D * dx * dx, -1)
+    if masked:
+        while shorten:  # every row solved again, the rows that are within their limits kept as they were
+            over = (length2 > limit) & xp.isfinite(length2) & (mu < MU_MAX)
+            if not host_bool(xp.any(over), "lm: a rejected step to shorten"):
+                break
+            mu = xp.where(over, xp.minimum(mu * MU_GROW, MU_MAX), mu)
+            dx = xp.where(over[:, None], _solve_damped(H, D, mu, g, sqrt_hessian), dx)
+            length2 = xp.sum(D * dx * dx, -1)
+    else:
+        mu = mu.copy()
+        while True:
+            rows = xp.nonzero((length2 > limit) & xp.isfinite(length2) & (mu < MU_MAX))[0]
+            if rows.size == 0:
+                break
+            mu[rows] = xp.minimum(mu[rows] * MU_GROW, MU_MAX)
+            dx[rows] = _solve_damped(H[rows], D[rows], mu[rows], g[rows], sqrt_hessian)
+            length2[rows] = xp.sum(D[rows] * dx[rows] * dx[rows], -1)
     Hdx = (H @ dx[..., None])[..., 0]
     curv = xp.sum(Hdx * Hdx, -1) if sqrt_hessian else xp.sum(dx * Hdx, -1)
     pred = -(xp.sum(g * dx, -1) + 0.5 * curv)
     ok = xp.all(xp.isfinite(dx), -1)
-    return xp.where(ok[:, None], dx, 0.0), pred, ok
+    return xp.where(ok[:, None], dx, 0.0), pred, ok, mu, length2
+
+
+def _next_limit(length2, accept, ok):
+    """The squared D-norm (B',) the next trial step may have: unlimited after an accepted or a failed (non-finite)
+    trial, STEP_SHRINK² × the rejected step's after a rejection."""
+    xp = xp_of(length2)
+    return xp.where(accept | ~ok, xp.inf, (STEP_SHRINK * STEP_SHRINK) * length2)
 
 
 def _acceptable(E, E_try, pred, eps):
@@ -187,20 +223,25 @@ def _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_hist
     numbers per trajectory (the energy, gradient and Hessian of one row do not depend on the others), one host
     decision per iteration."""
     xp = xp_of(x0)
-    x, E, g, H, D, mu, iters, conv, gnorm = _start(value_grad, hessian, x0, mu0)
+    x, E, g, H, D, mu, iters, conv, gnorm, limit = _start(value_grad, hessian, x0, mu0)
     history = [] if record_history else None
     eps = xp.finfo(x.dtype).eps
     for _ in range(max_iter):
         conv = conv | (gnorm < tol)
         active = ~conv
-        if not host_bool(xp.any(active), "lm: any trajectory not converged"):
+        limit = xp.where(active, limit, xp.inf)
+        # one host decision: whether any row goes on (bit 0) and whether one of them was just rejected (bit 1)
+        code = host_int(xp.any(active) + 2 * xp.any(xp.isfinite(limit)), "lm: any trajectory not converged")
+        if not code & 1:
             break
-        dx, pred, ok = _trial_step(H, D, mu, g, sqrt_hessian)
+        dx, pred, ok, mu_t, length2 = _trial_step(H, D, mu, g, sqrt_hessian, limit, masked=True,
+                                                  shorten=bool(code & 2))
         x_try = retract(x, None, dx)
         E_try, g_try, ctx_try = value_grad(x_try, None)
         accept = active & ok & _acceptable(E, E_try, pred, eps)
         iters = iters + active
-        mu = xp.where(active, _next_damping(mu, accept), mu)
+        mu = xp.where(active, _next_damping(mu_t, accept), mu)
+        limit = xp.where(active, _next_limit(length2, accept, ok), limit)
         gn_try = _measure(g_try, D, ctx_try)
         need = accept & (gn_try >= tol)
         H_new, D_new = hessian(ctx_try)

@@ -25,7 +25,7 @@ from .scratch import alloc_scratch
 _EPS_BAND = 64.0  # optim/lm.py's round-off band in units of machine epsilon · |E|
 # optim/lm.py's damping schedule (copied, not imported: numba's cache is keyed on this file alone, so a constant
 # read from another module would not recompile the kernel when it changes; a test checks the copies agree)
-_MU_SHRINK, _MU_GROW, _MU_AFTER_REJECT, _MU_MAX = 3.0, 10.0, 1e-6, 1e12
+_MU_SHRINK, _MU_GROW, _MU_AFTER_REJECT, _MU_MAX, _STEP_SHRINK = 3.0, 10.0, 1e-6, 1e12, 0.5
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = 0, 1, 2, 3, 4
 
 # helpers compile into the one entry point (one cache entry, one fast load; no per-helper CPython wrapper)
@@ -950,6 +950,26 @@ def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm,
 
 
 @_jit
+def _damped_step(H, D, mu, g, A, dx, piv):
+    """:func:`solve_damped`, and False unless the step is finite as well."""
+    ok = solve_damped(H, D, mu, g, A, dx, piv)
+    if ok:
+        for j in range(dx.shape[0]):
+            if not math.isfinite(dx[j]):
+                return False
+    return ok
+
+
+@_jit
+def _length2(dx, D):
+    """The step's squared D-norm Σ_j D_j dx_j²."""
+    out = 0.0
+    for j in range(dx.shape[0]):
+        out += D[j] * dx[j] * dx[j]
+    return out
+
+
+@_jit
 def _measure(g, D):
     out = 0.0
     for j in range(g.shape[0]):
@@ -1082,12 +1102,18 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     iters = 0
     conv = False
     gnorm = _measure(gs[0], D)
+    limit = math.inf
     for _ in range(max_iter):
         if gnorm < tol:
             conv = True
             break
         g = gs[cu]
-        ok = solve_damped(H, D, mu, g, Af, dx, piv)
+        ok = _damped_step(H, D, mu, g, Af, dx, piv)
+        length2 = _length2(dx, D)
+        while ok and length2 > limit and math.isfinite(length2) and mu < _MU_MAX:  # after a rejection (lm.py)
+            mu = min(mu * _MU_GROW, _MU_MAX)
+            ok = _damped_step(H, D, mu, g, Af, dx, piv)
+            length2 = _length2(dx, D)
         gdx = 0.0
         curv = 0.0
         for j in range(nv):
@@ -1097,10 +1123,6 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
             curv += dx[j] * hj
             gdx += g[j] * dx[j]
         pred = -(gdx + 0.5 * curv)
-        if ok:
-            for j in range(nv):
-                if not math.isfinite(dx[j]):
-                    ok = False
         if not ok:
             for j in range(nv):
                 dx[j] = 0.0
@@ -1115,6 +1137,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
             mu = mu / _MU_SHRINK
         else:
             mu = min(max(mu * _MU_GROW, _MU_AFTER_REJECT), _MU_MAX)
+        limit = math.inf if accept or not ok else _STEP_SHRINK * _STEP_SHRINK * length2
         gn_try = _measure(gs[nx], D)
         if accept and gn_try >= tol:
             hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
