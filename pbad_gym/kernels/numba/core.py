@@ -583,6 +583,41 @@ def _spatial_form(mi, cw, Sw, W, K, i, cx):
 
 
 @_jit
+def _inertia_form(mi, c, S, R, t, i, al, K):
+    """K[i] = al · the world spatial inertia of link i at pose (R[i], t[i]): :func:`_world_moments` then
+    :func:`_spatial_form` with W = al·1 (the inertia term without drag; the mass matrix with al = 1), in locals
+    and without the products by W's zeros: the same numbers bit for bit, for finite poses. Blocks:
+    al·(tr(Sw) 1 − Sw), al·[cw]× and its transpose, al·m 1."""
+    rc0 = R[i, 0, 0] * c[i, 0] + R[i, 0, 1] * c[i, 1] + R[i, 0, 2] * c[i, 2]
+    rc1 = R[i, 1, 0] * c[i, 0] + R[i, 1, 1] * c[i, 1] + R[i, 1, 2] * c[i, 2]
+    rc2 = R[i, 2, 0] * c[i, 0] + R[i, 2, 1] * c[i, 1] + R[i, 2, 2] * c[i, 2]
+    rc = (rc0, rc1, rc2)
+    for a in range(3):
+        ra0, ra1, ra2 = R[i, a, 0], R[i, a, 1], R[i, a, 2]
+        rs0 = ra0 * S[i, 0, 0] + ra1 * S[i, 1, 0] + ra2 * S[i, 2, 0]
+        rs1 = ra0 * S[i, 0, 1] + ra1 * S[i, 1, 1] + ra2 * S[i, 2, 1]
+        rs2 = ra0 * S[i, 0, 2] + ra1 * S[i, 1, 2] + ra2 * S[i, 2, 2]
+        for b in range(3):  # −al·Sw[a, b] into K[b, a]; the diagonal's Sw[a, a] kept there for the trace below
+            sw = (rs0 * R[i, b, 0] + rs1 * R[i, b, 1] + rs2 * R[i, b, 2]
+                  + t[i, a] * rc[b] + rc[a] * t[i, b] + mi * t[i, a] * t[i, b])
+            K[i, b, a] = sw if a == b else -(al * sw)
+    s0, s1, s2 = K[i, 0, 0], K[i, 1, 1], K[i, 2, 2]
+    K[i, 0, 0] = al * s1 + al * s2
+    K[i, 1, 1] = al * s2 + al * s0
+    K[i, 2, 2] = al * s0 + al * s1
+    cw0, cw1, cw2 = rc0 + mi * t[i, 0], rc1 + mi * t[i, 1], rc2 + mi * t[i, 2]
+    x01, x02, x12 = al * -cw2, al * cw1, al * -cw0  # al·[cw]×: (0, 1), (0, 2), (1, 2) and minus their mirrors
+    x10, x20, x21 = al * cw2, al * -cw1, al * cw0
+    K[i, 0, 3], K[i, 0, 4], K[i, 0, 5] = 0.0, x01, x02
+    K[i, 1, 3], K[i, 1, 4], K[i, 1, 5] = x10, 0.0, x12
+    K[i, 2, 3], K[i, 2, 4], K[i, 2, 5] = x20, x21, 0.0
+    for a in range(3):
+        for b in range(3):
+            K[i, 3 + b, a] = K[i, a, 3 + b]
+            K[i, 3 + a, 3 + b] = mi * al if a == b else 0.0
+
+
+@_jit
 def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, canc, K, Z, F, Xk, H, D, s33, s3,
             s36, gdummy):
     """Step Hessian H (nv, nv) at q and the diagonal D (nv,) of its Gauss-Newton part (armature included)."""
@@ -592,16 +627,20 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
     exact = fl[F_EXACT] != 0
     Wl, Sw, RS = s33[4], s33[5], s33[6]
     cw, Rc = s3[5], s3[6]
+    drag = fl[F_DRAG] != 0
     for i in range(L):
         mi = m.mass[i]
-        _world_moments(mi, m.c, m.S, R, t, i, cw, Sw, Rc, RS)
-        for a in range(6):
-            for b in range(6):
-                K[i, a, b] = 0.0
-        for a in range(3):
-            for b in range(3):
-                Wl[a, b] = (Wd[i, a, b] / dt if fl[F_DRAG] else 0.0) + (1.0 / (dt * dt) if a == b else 0.0)
-        _spatial_form(mi, cw, Sw, Wl, K, i, s33[7])
+        if drag:
+            _world_moments(mi, m.c, m.S, R, t, i, cw, Sw, Rc, RS)
+            for a in range(6):
+                for b in range(6):
+                    K[i, a, b] = 0.0
+            for a in range(3):
+                for b in range(3):
+                    Wl[a, b] = Wd[i, a, b] / dt + (1.0 / (dt * dt) if a == b else 0.0)
+            _spatial_form(mi, cw, Sw, Wl, K, i, s33[7])
+        else:
+            _inertia_form(mi, m.c, m.S, R, t, i, 1.0 / (dt * dt), K)
         if exact:
             for a in range(3):
                 F[i, a] = f[i, a]
@@ -755,23 +794,13 @@ def solve_damped(H, D, mu, g, A, dx, piv):
 
 # --- what the environment reads of the new state (integrators/state.py advance, envs/divergence.py) ------------
 @_jit
-def mass_matrix(m, R, t, w, v, K, Xk, M, s33, s3):
+def mass_matrix(m, R, t, w, v, K, Xk, M):
     """Joint-space mass matrix M (nv, nv) at poses (R, t) with motion axes (w, v), as dynamics.crba: the links'
     world spatial inertias (the inertia form of :func:`hessian` with W = 1) summed over subtrees, projected on
     the DOF axes, armature on the diagonal. K (L, 6, 6), Xk (nv, 6) scratch."""
     L, nv = m.mass.shape[0], m.dof_link.shape[0]
-    Wl, Sw, RS = s33[4], s33[5], s33[6]
-    cw, Rc = s3[5], s3[6]
-    for a in range(3):
-        for b in range(3):
-            Wl[a, b] = 1.0 if a == b else 0.0
     for i in range(L):
-        mi = m.mass[i]
-        _world_moments(mi, m.c, m.S, R, t, i, cw, Sw, Rc, RS)
-        for a in range(6):
-            for b in range(6):
-                K[i, a, b] = 0.0
-        _spatial_form(mi, cw, Sw, Wl, K, i, s33[7])
+        _inertia_form(m.mass[i], m.c, m.S, R, t, i, 1.0, K)
     for n in range(L - 1, -1, -1):
         i = m.order[n]
         p = m.parent[i]
@@ -813,7 +842,7 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
     LAPACK's inverse, if M is not positive definite); M is overwritten."""
     sc, fl = fo.scalars, fo.flags
     nv = m.dof_link.shape[0]
-    mass_matrix(m, R, t, w, v, K, Xk, M, s33, s3)
+    mass_matrix(m, R, t, w, v, K, Xk, M)
     ke = 0.0
     for j in range(nv):
         mq = 0.0
