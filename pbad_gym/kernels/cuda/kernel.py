@@ -39,7 +39,7 @@ if os.environ.get("PBAD_CUDA_MAXREG") and not simulated():  # the simulator's ji
 @cuda.jit(**_OPTIONS)
 def step_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                 sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-                sph_r, gravity, drag, damping, flags, scalars, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
+                sph_r, gravity, drag, chart, flags, scalars, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
                 out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP,
                 out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs,
                 gs, xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv,
@@ -51,7 +51,7 @@ def step_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q,
         m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
                         lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
                         armature, sph_p0, sph_r)
-        fo = KernelForces(gravity, drag, damping, flags, scalars)
+        fo = KernelForces(gravity, drag, chart, flags, scalars)
         sc = StepScratch(qp[..., r], qc[..., r], ta[..., r], cPr[..., r], canr[..., r], car[..., r], cnr[..., r],
                          Rs[..., r], ts[..., r], ws[..., r], vs[..., r], Gs[..., r], fs[..., r], gs[..., r],
                          xs[..., r], Rp[..., r], tp[..., r], Rr[..., r], tr[..., r], A[..., r], bt[..., r],
@@ -67,7 +67,7 @@ def step_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q,
 @cuda.jit(**_OPTIONS)
 def finish_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                   sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-                  sph_r, gravity, drag, damping, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
+                  sph_r, gravity, drag, chart, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
                   out_v, out_terms, Rj, R2, K, Xk, H, Af, dv, piv, s33, s3, xv, ev, zv, qdr, trow):
     """Row r of core.finish_batch: velocity (q ⊖ q_prev)/Δt (B, nv), kinematics of q and the energy terms
     (B, N_TERMS), on the StepScratch fields it names (batch axis last)."""
@@ -76,7 +76,7 @@ def finish_kernel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_
         m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
                         lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
                         armature, sph_p0, sph_r)
-        fo = KernelForces(gravity, drag, damping, flags, scalars)
+        fo = KernelForces(gravity, drag, chart, flags, scalars)
         dt = scalars[S_DT]
         dvr, qdrr, trowr = dv[..., r], qdr[..., r], trow[..., r]
         difference(m, q_prev[r], q[r], dvr)

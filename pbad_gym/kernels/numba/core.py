@@ -414,15 +414,15 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
 
 # --- joint terms (energies/actuation.py, joints.py) ----------------------------------------------------------
 @_jit
-def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, bvec, d1, d2, g, H, want_h, s33, s3):
-    """½ Σ b_j d_j² with b = bvec / d1 / d2 and d = q ⊖ q_ref in the actuation chart (damping: b/Δt; armature:
-    a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H. Takes the coordinate maps, not
-    the KernelModel (see :func:`_affine_link`)."""
+def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g, H, want_h):
+    """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (b: a row of KernelForces.chart, damping b/Δt or
+    armature a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H. Takes the coordinate maps,
+    not the KernelModel (see :func:`_affine_link`)."""
     val = 0.0
     for i in range(lin_q.shape[0]):
         j = lin_v[i]
         d = q[lin_q[i]] - qref[lin_q[i]]
-        bj = bvec[j] / d1 / d2
+        bj = b[j]
         val += 0.5 * bj * d * d
         g[j] += bj * d
         if want_h:
@@ -431,39 +431,28 @@ def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, bvec, d1, d2, g, H, wa
         a, v0 = quat_q[i], quat_v[i]
         rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
                                   q[a + 3])
-        r = (rx, ry, rz)
-        bd, J = s3[0], s33[0]
-        for k in range(3):
-            d = 2.0 * r[k]
-            bk = bvec[v0 + k] / d1 / d2
-            val += 0.5 * bk * d * d
-            bd[k] = bk * d
-        # J = w_r 1 + [vec r]×; grad = Jᵀ (b d); Hessian Jᵀ diag(b) J − ½ (Σ b d·vec r) 1
-        for x in range(3):
-            for y in range(3):
-                J[x, y] = rw if x == y else 0.0
-        J[0, 1] -= rz
-        J[0, 2] += ry
-        J[1, 2] -= rx
-        J[1, 0] += rz
-        J[2, 0] -= ry
-        J[2, 1] += rx
+        b0, b1, b2 = b[v0], b[v0 + 1], b[v0 + 2]
+        d0, d1, d2 = 2.0 * rx, 2.0 * ry, 2.0 * rz
+        val += 0.5 * b0 * d0 * d0
+        val += 0.5 * b1 * d1 * d1
+        val += 0.5 * b2 * d2 * d2
+        e0, e1, e2 = b0 * d0, b1 * d1, b2 * d2
+        # J = w_r 1 + [vec r]× (rows (rw, −rz, ry), (rz, rw, −rx), (−ry, rx, rw)); grad = Jᵀ (b d);
+        # Hessian Jᵀ diag(b) J − ½ (Σ b d·vec r) 1
+        J = ((rw, -rz, ry), (rz, rw, -rx), (-ry, rx, rw))
         for y in range(3):
-            g[v0 + y] += J[0, y] * bd[0] + J[1, y] * bd[1] + J[2, y] * bd[2]
+            g[v0 + y] += J[0][y] * e0 + J[1][y] * e1 + J[2][y] * e2
         if want_h:
-            corr = 0.5 * (bd[0] * rx + bd[1] * ry + bd[2] * rz)
+            corr = 0.5 * (e0 * rx + e1 * ry + e2 * rz)
             for x in range(3):
                 for y in range(3):
-                    s = 0.0
-                    for k in range(3):
-                        s += J[k, x] * (bvec[v0 + k] / d1 / d2) * J[k, y]
-                    H[v0 + x, v0 + y] += s
+                    H[v0 + x, v0 + y] += J[0][x] * b0 * J[0][y] + J[1][x] * b1 * J[1][y] + J[2][x] * b2 * J[2][y]
                 H[v0 + x, v0 + x] -= corr
     return val
 
 
 @_jit
-def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h, s33, s3):
+def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h):
     """Value of the joint terms (actuation, limits, damping, armature); adds their gradient to g and, with
     ``want_h``, their Hessian to H."""
     sc, fl = fo.scalars, fo.flags
@@ -497,7 +486,7 @@ def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h, s33, s3):
                 if c_l > 0:  # clamped Kelvin-Voigt: the depth past its shift s0 = p_k·c/(kΔt + c)
                     qk = qref[m.lim_q[j]]
                     p_k = max(0.0, qk - m.lim_hi[j]) + max(0.0, m.lim_lo[j] - qk)
-                    shift = p_k * c_l / (k_l + c_l)
+                    shift = p_k * c_l / (k_l + c_l) if p_k > 0 else 0.0  # the same 0 without a division
                     over = max(0.0, over - shift) - max(0.0, -over - shift)
                 vl += over * over
                 g[j] += k_lc * over
@@ -505,12 +494,9 @@ def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h, s33, s3):
                     H[j, j] += k_lc
         val += 0.5 * k_lc * vl
     if fl[F_DAMPING]:
-        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.damping, sc[S_DT], 1.0, g, H,
-                              want_h, s33, s3)
+        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], g, H, want_h)
     if fl[F_ARMATURE]:
-        dt = sc[S_DT]
-        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, m.armature, dt, dt, g, H, want_h,
-                              s33, s3)
+        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], g, H, want_h)
     return val
 
 
@@ -716,10 +702,10 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
                          + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
                 H[j, k] += p
                 H[k, j] += p
-    joint_terms(m, fo, q, qref, qpred, tau, gdummy, H, True, s33, s3)  # gdummy: the gradient is not wanted
+    joint_terms(m, fo, q, qref, qpred, tau, gdummy, H, True)  # gdummy: the gradient is not wanted
     if fl[F_ARMATURE]:
         for k in range(nv):
-            D[k] += m.armature[k] / (dt * dt)
+            D[k] += fo.chart[2, k]
 
 
 # --- damped solve ---------------------------------------------------------------------------------------------
@@ -974,7 +960,7 @@ def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm,
     for j in range(g.shape[0]):
         g[j] = 0.0
     wrench_gradient(m, R, t, w, v, G, f, wr, g)
-    E += joint_terms(m, fo, x, qref, qpred, tau, g, Hd, False, s33, s3)
+    E += joint_terms(m, fo, x, qref, qpred, tau, g, Hd, False)
     return E
 
 
@@ -1024,7 +1010,7 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
                     m.lin_q.copy(), m.lin_v.copy(), m.sph_link.copy(), m.hess_weight.copy(), m.lim_lo.copy(),
                     m.lim_hi.copy(), m.mass.copy(), m.c.copy(), m.S.copy(), m.place_R.copy(), m.place_t.copy(),
                     m.axis1.copy(), m.axis2.copy(), m.armature.copy(), m.sph_p0.copy(), m.sph_r.copy())
-    fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.damping.copy(), fo.flags.copy(), fo.scalars.copy())
+    fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.chart.copy(), fo.flags.copy(), fo.scalars.copy())
     sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], Q.shape[2], CP.shape[2], Q.dtype)
     act, gear = act.copy(), gear.copy()
     _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
@@ -1207,7 +1193,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
 @njit(cache=True, parallel=True, nogil=True)
 def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-               sph_r, gravity, drag, damping, flags, scalars, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear,
+               sph_r, gravity, drag, chart, flags, scalars, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear,
                want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, nchunks):
     """IT.shape[0] steps (substeps under the same torques tau) of the batch, split into ``nchunks`` contiguous
     chunks run by the thread pool in one parallel region (:func:`step_rows`: scratch once per chunk; the state in
@@ -1218,7 +1204,7 @@ def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, 
     m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
-    fo = KernelForces(gravity, drag, damping, flags, scalars)
+    fo = KernelForces(gravity, drag, chart, flags, scalars)
     B = Q.shape[1]
     for k in prange(nchunks):
         step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
@@ -1228,13 +1214,13 @@ def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, 
 @njit(cache=True, nogil=True)
 def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
                       lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
-                      armature, sph_p0, sph_r, gravity, drag, damping, flags, scalars, Q, tau, CP, CACT, CNORM, CANC,
+                      armature, sph_p0, sph_r, gravity, drag, chart, flags, scalars, Q, tau, CP, CACT, CNORM, CANC,
                       IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
-    fo = KernelForces(gravity, drag, damping, flags, scalars)
+    fo = KernelForces(gravity, drag, chart, flags, scalars)
     step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
               out_v, TERMS, out_force, 0, Q.shape[1])
 
@@ -1256,7 +1242,7 @@ def kinematics_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, l
 @njit(cache=True, nogil=True)
 def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                  sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-                 sph_r, gravity, drag, damping, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
+                 sph_r, gravity, drag, chart, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
                  out_v, out_terms):
     """What :func:`step_rows` leaves with ``want`` for a state that did not come out of a step (a reset, a
     restore): velocity (q ⊖ q_prev)/Δt (B, nv), kinematics of q and the energy terms (B, N_TERMS) — the same
@@ -1264,7 +1250,7 @@ def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q
     m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
                     sph_p0, sph_r)
-    fo = KernelForces(gravity, drag, damping, flags, scalars)
+    fo = KernelForces(gravity, drag, chart, flags, scalars)
     dtype = q.dtype
     L, nv = mass.shape[0], dof_link.shape[0]
     Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)

@@ -61,12 +61,15 @@ class KernelModel(NamedTuple):
 
 
 class KernelForces(NamedTuple):
-    """A step's options as arrays: gravity (3,), drag (L, 3) [1/s] (zeros when off), damping (nv,), flags (9,)
-    int64 and scalars (12,) (indices F_* and S_* of this module)."""
+    """A step's options as arrays: gravity (3,), drag (L, 3) [1/s] (zeros when off), chart (3, nv): the
+    per-DOF coefficients of the joint damping b/Δt and of the armature a/Δt/Δt, and the armature's part of the
+    Gauss-Newton diagonal a/(Δt·Δt) (rounded as the NumPy reference rounds each; the kernel divides by nothing
+    per evaluation), flags (9,) int64 and scalars (12,) (indices F_* and S_* of
+    this module)."""
 
     gravity: np.ndarray
     drag: np.ndarray
-    damping: np.ndarray
+    chart: np.ndarray
     flags: np.ndarray
     scalars: np.ndarray
 
@@ -137,5 +140,7 @@ def kernel_forces(body, forces, dt, *, max_iter, tol, hessian, dtype=np.float64)
         s[S_SLIP_EPS], s[S_HEIGHT] = c.slip_velocity * dt, c.height
     s[S_MACH_EPS], s[S_MU0] = np.finfo(dtype).eps, 1e-6
     drag = np.zeros((body.L, 3)) if forces.drag is None else forces.drag
-    damping = np.zeros(body.nv) if forces.damping is None else forces.damping
-    return KernelForces(f(np.asarray(forces.gravity).reshape(3)), f(drag), f(damping), flags, s)
+    damping = f(np.zeros(body.nv) if forces.damping is None else forces.damping)
+    armature = f(body.armature)
+    chart = f(np.stack([damping / dt, armature / dt / dt, armature / (dt * dt)]))
+    return KernelForces(f(np.asarray(forces.gravity).reshape(3)), f(drag), chart, flags, s)
