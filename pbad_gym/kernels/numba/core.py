@@ -728,17 +728,31 @@ def solve_damped(H, D, mu, g, A, dx, piv):
             break
         s = math.sqrt(s)
         A[j, j] = s
-        for i in range(j + 1, n):
+        # column j below the diagonal, and the forward solve's dx[j] (L dx = −g, the row an augmented column −g
+        # would add to L), two at a time: two independent chains of additions, each in its own order, where one
+        # after the other each waited on its own
+        i = j + 1
+        while i + 1 < n:
+            x0, x1 = A[i, j], A[i + 1, j]
+            for k in range(j):
+                ajk = A[j, k]
+                x0 -= A[i, k] * ajk
+                x1 -= A[i + 1, k] * ajk
+            A[i, j], A[i + 1, j] = x0 / s, x1 / s
+            i += 2
+        y = -g[j]
+        if i < n:
             x = A[i, j]
             for k in range(j):
-                x -= A[i, k] * A[j, k]
+                ajk = A[j, k]
+                x -= A[i, k] * ajk
+                y -= ajk * dx[k]
             A[i, j] = x / s
+        else:
+            for k in range(j):
+                y -= A[j, k] * dx[k]
+        dx[j] = y / s
     if spd:
-        for i in range(n):
-            x = -g[i]
-            for k in range(i):
-                x -= A[i, k] * dx[k]
-            dx[i] = x / A[i, i]
         for i in range(n - 1, -1, -1):
             x = dx[i]
             for k in range(i + 1, n):
