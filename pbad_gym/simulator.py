@@ -302,6 +302,10 @@ class Simulator:
             kin = forward_kinematics(body, q)
             memory = contact_state(body, kin, c, self.dt)
             new = new._replace(contact=memory, force=sphere_forces(body, kin, c, memory, self.dt))
+        if cur.terms is not None and self._compiled_finish():
+            # the reset rows' caches from one compiled call on those rows alone: the other rows keep theirs
+            # (otherwise the next read of any cache recomputes every row's)
+            new = self._finish(self.model, new)
         self.state = cur.with_rows(idx, new)
         return self
 
@@ -372,11 +376,16 @@ class Simulator:
         terms = self.state.terms
         return self._complete("terms").terms if terms is None else terms
 
+    def _compiled_finish(self):
+        """Whether this backend fills the caches of a state (kinematics, velocity, energy terms) in one compiled
+        call (:meth:`_complete`)."""
+        return self._finish is not None and self.integrator == "pbad" and self.order == 2
+
     def _complete(self, field):
         """Fill the cache ``field`` of the state ("kin", "velocity" or "terms"): on a backend with a compiled
         finish all three at once, else the one asked for by the NumPy reference. Returns the new state."""
         s = self.state
-        if self._finish is not None and self.integrator == "pbad" and self.order == 2:
+        if self._compiled_finish():
             s = self._finish(self.model, s)
         elif field == "kin":
             s = s._replace(kin=forward_kinematics(self.body, s.q))

@@ -98,15 +98,20 @@ class State(NamedTuple):
 
     def with_rows(self, idx, new):
         """A copy with rows ``idx`` of every field that both States hold replaced by ``new``'s; fields either
-        lacks keep this State's value, and the caches (kinematics, velocity, energy terms) are dropped."""
+        lacks keep this State's value. A cache (kinematics, velocity, energy terms) that both hold is merged the
+        same way (each row's cache depends on that row alone); one that either lacks is dropped."""
         def put(cur, val):
             out = cur.copy()
             out[idx] = val
             return out
 
-        fields = {k: (tree_map(put, getattr(self, k), getattr(new, k))
-                      if getattr(self, k) is not None and getattr(new, k) is not None else getattr(self, k))
-                  for k in self._fields if k not in CACHES + ("time",)}
+        def merged(k, keep_if_missing):
+            cur, val = getattr(self, k), getattr(new, k)
+            if cur is not None and val is not None:
+                return tree_map(put, cur, val)
+            return cur if keep_if_missing else None
+
+        fields = {k: merged(k, k not in CACHES) for k in self._fields if k != "time"}
         return State(**fields, time=self.time)
 
 
