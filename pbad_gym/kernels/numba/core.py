@@ -141,6 +141,69 @@ def _hinge_rot(axes, i, ang, R):
 
 
 @_jit
+def _hinge_pose(m, i, ang, R, t):
+    """World pose R[i], t[i] of hinge link i at angle ang: :func:`_hinge_rot`, placement and parent composed as
+    in :func:`forward_kinematics`, operation for operation, but in locals (each store through the scratch made
+    the compiler reload every operand after it, as it cannot prove the arrays apart)."""
+    c, s = math.cos(ang), math.sin(ang)
+    ax = m.axis1
+    a0, a1, a2 = ax[i, 0], ax[i, 1], ax[i, 2]
+    o = a0 * a0
+    j00 = c * (1.0 - o) + o
+    o = a0 * a1
+    j01 = (c * (0.0 - o) + o) - s * a2
+    o = a0 * a2
+    j02 = (c * (0.0 - o) + o) + s * a1
+    o = a1 * a0
+    j10 = (c * (0.0 - o) + o) + s * a2
+    o = a1 * a1
+    j11 = c * (1.0 - o) + o
+    o = a1 * a2
+    j12 = (c * (0.0 - o) + o) - s * a0
+    o = a2 * a0
+    j20 = (c * (0.0 - o) + o) - s * a1
+    o = a2 * a1
+    j21 = (c * (0.0 - o) + o) + s * a0
+    o = a2 * a2
+    j22 = c * (1.0 - o) + o
+    PR, pt = m.place_R, m.place_t
+    # local pose: placement ∘ joint (the joint does not translate)
+    l00 = PR[i, 0, 0] * j00 + PR[i, 0, 1] * j10 + PR[i, 0, 2] * j20
+    l01 = PR[i, 0, 0] * j01 + PR[i, 0, 1] * j11 + PR[i, 0, 2] * j21
+    l02 = PR[i, 0, 0] * j02 + PR[i, 0, 1] * j12 + PR[i, 0, 2] * j22
+    l10 = PR[i, 1, 0] * j00 + PR[i, 1, 1] * j10 + PR[i, 1, 2] * j20
+    l11 = PR[i, 1, 0] * j01 + PR[i, 1, 1] * j11 + PR[i, 1, 2] * j21
+    l12 = PR[i, 1, 0] * j02 + PR[i, 1, 1] * j12 + PR[i, 1, 2] * j22
+    l20 = PR[i, 2, 0] * j00 + PR[i, 2, 1] * j10 + PR[i, 2, 2] * j20
+    l21 = PR[i, 2, 0] * j01 + PR[i, 2, 1] * j11 + PR[i, 2, 2] * j21
+    l22 = PR[i, 2, 0] * j02 + PR[i, 2, 1] * j12 + PR[i, 2, 2] * j22
+    lt0, lt1, lt2 = pt[i, 0], pt[i, 1], pt[i, 2]  # (the generic path's PR·0 + place_t, without the zeros)
+    p = m.parent[i]
+    if p < 0:
+        R[i, 0, 0], R[i, 0, 1], R[i, 0, 2] = l00, l01, l02
+        R[i, 1, 0], R[i, 1, 1], R[i, 1, 2] = l10, l11, l12
+        R[i, 2, 0], R[i, 2, 1], R[i, 2, 2] = l20, l21, l22
+        t[i, 0], t[i, 1], t[i, 2] = lt0, lt1, lt2
+        return
+    p00, p01, p02 = R[p, 0, 0], R[p, 0, 1], R[p, 0, 2]
+    p10, p11, p12 = R[p, 1, 0], R[p, 1, 1], R[p, 1, 2]
+    p20, p21, p22 = R[p, 2, 0], R[p, 2, 1], R[p, 2, 2]
+    t0 = p00 * lt0 + p01 * lt1 + p02 * lt2 + t[p, 0]
+    t1 = p10 * lt0 + p11 * lt1 + p12 * lt2 + t[p, 1]
+    t2 = p20 * lt0 + p21 * lt1 + p22 * lt2 + t[p, 2]
+    R[i, 0, 0] = p00 * l00 + p01 * l10 + p02 * l20
+    R[i, 1, 0] = p10 * l00 + p11 * l10 + p12 * l20
+    R[i, 2, 0] = p20 * l00 + p21 * l10 + p22 * l20
+    R[i, 0, 1] = p00 * l01 + p01 * l11 + p02 * l21
+    R[i, 1, 1] = p10 * l01 + p11 * l11 + p12 * l21
+    R[i, 2, 1] = p20 * l01 + p21 * l11 + p22 * l21
+    R[i, 0, 2] = p00 * l02 + p01 * l12 + p02 * l22
+    R[i, 1, 2] = p10 * l02 + p11 * l12 + p12 * l22
+    R[i, 2, 2] = p20 * l02 + p21 * l12 + p22 * l22
+    t[i, 0], t[i, 1], t[i, 2] = t0, t1, t2
+
+
+@_jit
 def forward_kinematics(m, q, R, t, w, v, Rj, R2):
     """Link poses R (L, 3, 3), t (L, 3) and motion axes w, v (nv, 3) of q; Rj, R2 (L, 3, 3) scratch (R2 keeps
     each universal joint's second rotation)."""
@@ -148,9 +211,10 @@ def forward_kinematics(m, q, R, t, w, v, Rj, R2):
         i = m.order[n]
         jt, qs = m.jtype[i], m.q_start[i]
         tj0 = tj1 = tj2 = 0.0
-        if jt == HINGE:
-            _hinge_rot(m.axis1, i, q[qs], Rj)
-        elif jt == UNIVERSAL:
+        if jt == HINGE:  # the most common joint: its pose in locals, stored once (:func:`_hinge_pose`)
+            _hinge_pose(m, i, q[qs], R, t)
+            continue
+        if jt == UNIVERSAL:
             _hinge_rot(m.axis1, i, q[qs], Rj)
             _hinge_rot(m.axis2, i, q[qs + 1], R2)
             for a in range(3):
