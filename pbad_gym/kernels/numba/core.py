@@ -300,33 +300,14 @@ def _cross_tw(t, i, w, v, j):
 
 # --- link terms (energies/inertia.py, drag.py, gravity.py, contact.py) ----------------------------------------
 @_jit
-def _affine_link(mass, c, S, i, R, t, A, b, W, use_w, scale, G, f, s33):
-    """scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i (every array indexed by link; mass, c, S: the links' mass
-    moments): adds ∂/∂R, ∂/∂t to G[i], f[i] and returns the value (s33 (≥3, 3, 3) scratch: D, ½∂/∂R, u | ½∂/∂t).
+def _drag_link(mass, c, S, i, R, t, A, b, W, scale, G, f, s33):
+    """The drag term scale · ∫ρ‖R p0 + t − (A p0 + b)‖²_W of link i (every array indexed by link; mass, c, S:
+    the links' mass moments; W (L, 3, 3) the drag weights): adds ∂/∂R, ∂/∂t to G[i], f[i] and returns the
+    value (s33 (≥3, 3, 3) scratch: D, ½∂/∂R, u | ½∂/∂t). The inertia term (W = 1) is :func:`_inertia_gravity`.
 
     Helpers called per link or per sphere take the arrays they read, not the KernelModel: a call that LLVM does
     not inline passes every field of a NamedTuple argument (26 arrays), which cost more than the arithmetic."""
     mi = mass[i]
-    if not use_w:  # the inertia term: the same arithmetic, in the same order, row by row in locals (through the
-        sr = 0.0  # scratch below, every product is stored and reloaded: the compiler cannot prove s33 aliases
-        st = 0.0  # nothing else)
-        two = 2.0 * scale
-        for a in range(3):
-            e = t[i, a] - b[i, a]
-            d0, d1, d2 = R[i, a, 0] - A[i, a, 0], R[i, a, 1] - A[i, a, 1], R[i, a, 2] - A[i, a, 2]
-            h0 = d0 * S[i, 0, 0] + d1 * S[i, 1, 0] + d2 * S[i, 2, 0] + e * c[i, 0]
-            h1 = d0 * S[i, 0, 1] + d1 * S[i, 1, 1] + d2 * S[i, 2, 1] + e * c[i, 1]
-            h2 = d0 * S[i, 0, 2] + d1 * S[i, 1, 2] + d2 * S[i, 2, 2] + e * c[i, 2]
-            u = d0 * c[i, 0] + d1 * c[i, 1] + d2 * c[i, 2] + mi * e
-            sr += h0 * d0
-            sr += h1 * d1
-            sr += h2 * d2
-            st += e * u
-            f[i, a] += two * u
-            G[i, a, 0] += two * h0
-            G[i, a, 1] += two * h1
-            G[i, a, 2] += two * h2
-        return scale * (sr + st)
     for a in range(3):
         s33[2, 0, a] = t[i, a] - b[i, a]
         for k in range(3):
@@ -336,14 +317,14 @@ def _affine_link(mass, c, S, i, R, t, A, b, W, use_w, scale, G, f, s33):
             s33[1, a, k] = (s33[0, a, 0] * S[i, 0, k] + s33[0, a, 1] * S[i, 1, k] + s33[0, a, 2] * S[i, 2, k]
                             + s33[2, 0, a] * c[i, k])
         s33[2, 1, a] = s33[0, a, 0] * c[i, 0] + s33[0, a, 1] * c[i, 1] + s33[0, a, 2] * c[i, 2] + mi * s33[2, 0, a]
-    if use_w:  # W·(½∂/∂R), W·(½∂/∂t): columns transformed in place through locals
-        for k in range(3):
-            g0, g1, g2 = s33[1, 0, k], s33[1, 1, k], s33[1, 2, k]
-            for a in range(3):
-                s33[1, a, k] = W[i, a, 0] * g0 + W[i, a, 1] * g1 + W[i, a, 2] * g2
-        g0, g1, g2 = s33[2, 1, 0], s33[2, 1, 1], s33[2, 1, 2]
+    # W·(½∂/∂R), W·(½∂/∂t): columns transformed in place through locals
+    for k in range(3):
+        g0, g1, g2 = s33[1, 0, k], s33[1, 1, k], s33[1, 2, k]
         for a in range(3):
-            s33[2, 1, a] = W[i, a, 0] * g0 + W[i, a, 1] * g1 + W[i, a, 2] * g2
+            s33[1, a, k] = W[i, a, 0] * g0 + W[i, a, 1] * g1 + W[i, a, 2] * g2
+    g0, g1, g2 = s33[2, 1, 0], s33[2, 1, 1], s33[2, 1, 2]
+    for a in range(3):
+        s33[2, 1, a] = W[i, a, 0] * g0 + W[i, a, 1] * g1 + W[i, a, 2] * g2
     sr = 0.0
     for a in range(3):
         for k in range(3):
@@ -357,6 +338,49 @@ def _affine_link(mass, c, S, i, R, t, A, b, W, use_w, scale, G, f, s33):
         for k in range(3):
             G[i, a, k] += 2.0 * scale * s33[1, a, k]
     return val
+
+
+@_jit
+def _inertia_gravity(mass, c, S, R, t, A, b, scale, grav, g, G, f):
+    """The inertia term of every link (:func:`_drag_link`'s locals path, W = 1) and, with ``grav``, gravity's:
+    returns (Σ_i inertia value, Σ_i (R c + m t)·g) and WRITES their pose gradients into G, f (the first terms of
+    :func:`link_terms`: no zeroing pass, no second pass over G; the same sums in the same order as inertia then
+    gravity each added to zeros)."""
+    val_in = 0.0
+    vg = 0.0
+    two = 2.0 * scale
+    for i in range(mass.shape[0]):
+        mi = mass[i]
+        sr = 0.0
+        st = 0.0
+        sg = 0.0
+        for a in range(3):
+            e = t[i, a] - b[i, a]
+            d0, d1, d2 = R[i, a, 0] - A[i, a, 0], R[i, a, 1] - A[i, a, 1], R[i, a, 2] - A[i, a, 2]
+            h0 = d0 * S[i, 0, 0] + d1 * S[i, 1, 0] + d2 * S[i, 2, 0] + e * c[i, 0]
+            h1 = d0 * S[i, 0, 1] + d1 * S[i, 1, 1] + d2 * S[i, 2, 1] + e * c[i, 1]
+            h2 = d0 * S[i, 0, 2] + d1 * S[i, 1, 2] + d2 * S[i, 2, 2] + e * c[i, 2]
+            u = d0 * c[i, 0] + d1 * c[i, 1] + d2 * c[i, 2] + mi * e
+            sr += h0 * d0
+            sr += h1 * d1
+            sr += h2 * d2
+            st += e * u
+            if grav:
+                ga = g[a]
+                cw = R[i, a, 0] * c[i, 0] + R[i, a, 1] * c[i, 1] + R[i, a, 2] * c[i, 2] + mi * t[i, a]
+                sg += cw * ga
+                f[i, a] = two * u + -mi * ga
+                G[i, a, 0] = two * h0 + -ga * c[i, 0]
+                G[i, a, 1] = two * h1 + -ga * c[i, 1]
+                G[i, a, 2] = two * h2 + -ga * c[i, 2]
+            else:
+                f[i, a] = two * u
+                G[i, a, 0] = two * h0
+                G[i, a, 1] = two * h1
+                G[i, a, 2] = two * h2
+        val_in += scale * (sr + st)
+        vg += sg
+    return val_in, vg
 
 
 @_jit
@@ -430,33 +454,15 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
     sc, fl = fo.scalars, fo.flags
     dt = sc[S_DT]
     L = m.mass.shape[0]
-    for i in range(L):
-        for a in range(3):
-            f[i, a] = 0.0
-            for k in range(3):
-                G[i, a, k] = 0.0
-    val_in = 0.0
-    for i in range(L):
-        val_in += _affine_link(m.mass, m.c, m.S, i, R, t, A, bt, Wd, False, 0.5 / (dt * dt), G, f, s33)
+    val_in, vg = _inertia_gravity(m.mass, m.c, m.S, R, t, A, bt, 0.5 / (dt * dt), fl[F_GRAVITY] != 0, fo.gravity,
+                                  G, f)
     val = val_in
     if fl[F_GRAVITY]:
-        g = fo.gravity
-        vg = 0.0
-        for i in range(L):
-            mi, c = m.mass[i], m.c
-            s = 0.0
-            for a in range(3):
-                cw = R[i, a, 0] * c[i, 0] + R[i, a, 1] * c[i, 1] + R[i, a, 2] * c[i, 2] + mi * t[i, a]
-                s += cw * g[a]
-                f[i, a] += -mi * g[a]
-                for k in range(3):
-                    G[i, a, k] += -g[a] * c[i, k]
-            vg += s
         val += -vg
     if fl[F_DRAG]:
         vd = 0.0
         for i in range(L):
-            vd += _affine_link(m.mass, m.c, m.S, i, R, t, Rr, tr, Wd, True, 0.5 / dt, G, f, s33)
+            vd += _drag_link(m.mass, m.c, m.S, i, R, t, Rr, tr, Wd, 0.5 / dt, G, f, s33)
         val += vd
     if fl[F_CONTACT]:
         gP, HP, P = s3[3], s33[3], s3[4]
@@ -481,7 +487,7 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
 def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g, H, want_h):
     """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (b: a row of KernelForces.chart, damping b/Δt or
     armature a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H. Takes the coordinate maps,
-    not the KernelModel (see :func:`_affine_link`)."""
+    not the KernelModel (see :func:`_drag_link`)."""
     val = 0.0
     for i in range(lin_q.shape[0]):
         j = lin_v[i]
