@@ -484,10 +484,22 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
 
 # --- joint terms (energies/actuation.py, joints.py) ----------------------------------------------------------
 @_jit
-def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g, H, want_h):
+def _chart_quat_hessian(H, v0, b0, b1, b2, rw, rx, ry, rz, e0, e1, e2):
+    """Adds the Hessian of ½ Σ_k b_k d_k² (d = 2 vec r, e = b·d) over a quaternion joint's rotation DOFs
+    v0 … v0+2 to H: Jᵀ diag(b) J − ½ (e·vec r) 1 with J = w_r 1 + [vec r]×."""
+    J = ((rw, -rz, ry), (rz, rw, -rx), (-ry, rx, rw))
+    corr = 0.5 * (e0 * rx + e1 * ry + e2 * rz)
+    for x in range(3):
+        for y in range(3):
+            H[v0 + x, v0 + y] += J[0][x] * b0 * J[0][y] + J[1][x] * b1 * J[1][y] + J[2][x] * b2 * J[2][y]
+        H[v0 + x, v0 + x] -= corr
+
+
+@_jit
+def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g):
     """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (b: a row of KernelForces.chart, damping b/Δt or
-    armature a/Δt²): value; adds the gradient to g and (``want_h``) the Hessian to H. Takes the coordinate maps,
-    not the KernelModel (see :func:`_drag_link`)."""
+    armature a/Δt²): value; adds the gradient to g. Takes the coordinate maps, not the KernelModel (see
+    :func:`_drag_link`)."""
     val = 0.0
     for i in range(lin_q.shape[0]):
         j = lin_v[i]
@@ -495,8 +507,6 @@ def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g, H, want_h):
         bj = b[j]
         val += 0.5 * bj * d * d
         g[j] += bj * d
-        if want_h:
-            H[j, j] += bj
     for i in range(quat_q.shape[0]):
         a, v0 = quat_q[i], quat_v[i]
         rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
@@ -507,24 +517,44 @@ def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g, H, want_h):
         val += 0.5 * b1 * d1 * d1
         val += 0.5 * b2 * d2 * d2
         e0, e1, e2 = b0 * d0, b1 * d1, b2 * d2
-        # J = w_r 1 + [vec r]× (rows (rw, −rz, ry), (rz, rw, −rx), (−ry, rx, rw)); grad = Jᵀ (b d);
-        # Hessian Jᵀ diag(b) J − ½ (Σ b d·vec r) 1
-        J = ((rw, -rz, ry), (rz, rw, -rx), (-ry, rx, rw))
-        for y in range(3):
-            g[v0 + y] += J[0][y] * e0 + J[1][y] * e1 + J[2][y] * e2
-        if want_h:
-            corr = 0.5 * (e0 * rx + e1 * ry + e2 * rz)
-            for x in range(3):
-                for y in range(3):
-                    H[v0 + x, v0 + y] += J[0][x] * b0 * J[0][y] + J[1][x] * b1 * J[1][y] + J[2][x] * b2 * J[2][y]
-                H[v0 + x, v0 + x] -= corr
+        # grad = Jᵀ (b d), J = w_r 1 + [vec r]× (rows (rw, −rz, ry), (rz, rw, −rx), (−ry, rx, rw))
+        g[v0] += rw * e0 + rz * e1 + -ry * e2
+        g[v0 + 1] += -rz * e0 + rw * e1 + rx * e2
+        g[v0 + 2] += ry * e0 + -rx * e1 + rw * e2
     return val
 
 
 @_jit
-def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h):
-    """Value of the joint terms (actuation, limits, damping, armature); adds their gradient to g and, with
-    ``want_h``, their Hessian to H."""
+def _chart_damping_hessian(lin_v, quat_q, quat_v, q, qref, b, H):
+    """Adds the Hessian of :func:`_chart_damping` to H."""
+    for i in range(lin_v.shape[0]):
+        j = lin_v[i]
+        H[j, j] += b[j]
+    for i in range(quat_q.shape[0]):
+        a, v0 = quat_q[i], quat_v[i]
+        rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
+                                  q[a + 3])
+        b0, b1, b2 = b[v0], b[v0 + 1], b[v0 + 2]
+        _chart_quat_hessian(H, v0, b0, b1, b2, rw, rx, ry, rz, b0 * (2.0 * rx), b1 * (2.0 * ry), b2 * (2.0 * rz))
+
+
+@_jit
+def _limit_depth(m, j, q, qref, k_l, c_l):
+    """How far DOF j's coordinate is past its range (signed, 0 inside), with limit damping c_l > 0 the clamped
+    Kelvin-Voigt depth past its shift s0 = p_k·c/(kΔt + c) of q_k's depth p_k."""
+    qi = q[m.lim_q[j]]
+    over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
+    if c_l > 0:
+        qk = qref[m.lim_q[j]]
+        p_k = max(0.0, qk - m.lim_hi[j]) + max(0.0, m.lim_lo[j] - qk)
+        shift = p_k * c_l / (k_l + c_l) if p_k > 0 else 0.0  # the same 0 without a division
+        over = max(0.0, over - shift) - max(0.0, -over - shift)
+    return over
+
+
+@_jit
+def joint_terms(m, fo, q, qref, qpred, tau, g):
+    """Value of the joint terms (actuation, limits, damping, armature); adds their gradient to g."""
     sc, fl = fo.scalars, fo.flags
     val = 0.0
     for i in range(m.lin_q.shape[0]):
@@ -541,33 +571,45 @@ def joint_terms(m, fo, q, qref, qpred, tau, g, H, want_h):
         g[v0] += -(rw * t0 - (ry * t2 - rz * t1))
         g[v0 + 1] += -(rw * t1 - (rz * t0 - rx * t2))
         g[v0 + 2] += -(rw * t2 - (rx * t1 - ry * t0))
-        if want_h:
-            dg = 0.5 * (t0 * rx + t1 * ry + t2 * rz)
-            for k in range(3):
-                H[v0 + k, v0 + k] += dg
     if fl[F_LIMITS]:
         k_l, c_l = sc[S_LIMIT_K], sc[S_LIMIT_D] / sc[S_DT]
         k_lc = k_l + c_l
         vl = 0.0
         for j in range(m.lim_on.shape[0]):
             if m.lim_on[j]:
-                qi = q[m.lim_q[j]]
-                over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
-                if c_l > 0:  # clamped Kelvin-Voigt: the depth past its shift s0 = p_k·c/(kΔt + c)
-                    qk = qref[m.lim_q[j]]
-                    p_k = max(0.0, qk - m.lim_hi[j]) + max(0.0, m.lim_lo[j] - qk)
-                    shift = p_k * c_l / (k_l + c_l) if p_k > 0 else 0.0  # the same 0 without a division
-                    over = max(0.0, over - shift) - max(0.0, -over - shift)
+                over = _limit_depth(m, j, q, qref, k_l, c_l)
                 vl += over * over
                 g[j] += k_lc * over
-                if want_h and over != 0:
-                    H[j, j] += k_lc
         val += 0.5 * k_lc * vl
     if fl[F_DAMPING]:
-        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], g, H, want_h)
+        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], g)
     if fl[F_ARMATURE]:
-        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], g, H, want_h)
+        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], g)
     return val
+
+
+@_jit
+def joint_hessian(m, fo, q, qref, qpred, tau, H):
+    """Adds the Hessian of :func:`joint_terms` to H (each entry's additions in the order joint_terms made them
+    when it also built the Hessian)."""
+    sc, fl = fo.scalars, fo.flags
+    for i in range(m.quat_q.shape[0]):
+        a, v0 = m.quat_q[i], m.quat_v[i]
+        rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
+                                  q[a + 3])
+        dg = 0.5 * (tau[v0] * rx + tau[v0 + 1] * ry + tau[v0 + 2] * rz)
+        for k in range(3):
+            H[v0 + k, v0 + k] += dg
+    if fl[F_LIMITS]:
+        k_l, c_l = sc[S_LIMIT_K], sc[S_LIMIT_D] / sc[S_DT]
+        k_lc = k_l + c_l
+        for j in range(m.lim_on.shape[0]):
+            if m.lim_on[j] and _limit_depth(m, j, q, qref, k_l, c_l) != 0:
+                H[j, j] += k_lc
+    if fl[F_DAMPING]:
+        _chart_damping_hessian(m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], H)
+    if fl[F_ARMATURE]:
+        _chart_damping_hessian(m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], H)
 
 
 # --- gradient by the wrench pass (kinematics/chain_rule.py) --------------------------------------------------
@@ -675,7 +717,7 @@ def _inertia_form(mi, c, S, R, t, i, al, K):
 
 @_jit
 def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, canc, K, Z, F, Xk, H, D, s33, s3,
-            s36, gdummy):
+            s36):
     """Step Hessian H (nv, nv) at q and the diagonal D (nv,) of its Gauss-Newton part (armature included)."""
     sc, fl = fo.scalars, fo.flags
     dt = sc[S_DT]
@@ -772,7 +814,7 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
                          + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
                 H[j, k] += p
                 H[k, j] += p
-    joint_terms(m, fo, q, qref, qpred, tau, gdummy, H, True)  # gdummy: the gradient is not wanted
+    joint_hessian(m, fo, q, qref, qpred, tau, H)
     if fl[F_ARMATURE]:
         for k in range(nv):
             D[k] += fo.chart[2, k]
@@ -1038,13 +1080,13 @@ def _finish_scratch(m, dtype):
 # --- one trajectory -------------------------------------------------------------------------------------------
 @_jit
 def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, R, t, w, v, Rj, R2, G, f,
-                 wr, g, Hd, s33, s3):
+                 wr, g, s33, s3):
     forward_kinematics(m, x, R, t, w, v, Rj, R2)
     E = link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3)
     for j in range(g.shape[0]):
         g[j] = 0.0
     wrench_gradient(m, R, t, w, v, G, f, wr, g)
-    E += joint_terms(m, fo, x, qref, qpred, tau, g, Hd, False)
+    E += joint_terms(m, fo, x, qref, qpred, tau, g)
     return E
 
 
@@ -1155,7 +1197,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     Rs, ts, ws, vs, Gs, fs, gs, xs = sc.Rs, sc.ts, sc.ws, sc.vs, sc.Gs, sc.fs, sc.gs, sc.xs
     Rp, tp, Rr, tr, A, bt, Wd = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd
     wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk = sc.wtmp, sc.vtmp, sc.Rj, sc.R2, sc.wr, sc.K, sc.Z, sc.F, sc.Xk
-    H, Hd, Af, D, dx, dv, piv, qpred = sc.H, sc.Hd, sc.Af, sc.D, sc.dx, sc.dv, sc.piv, sc.qpred
+    H, Af, D, dx, dv, piv, qpred = sc.H, sc.Af, sc.D, sc.dx, sc.dv, sc.piv, sc.qpred
     s33, s3, s36, xv, ev, zv, qdr, trow = sc.s33, sc.s3, sc.s36, sc.xv, sc.ev, sc.zv, sc.qdr, sc.trow
     n_s = cP.shape[1]
     L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
@@ -1194,9 +1236,9 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     for k in range(nq):
         xs[0, k] = qpred[k]
     E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
-                     ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], Hd, s33, s3)
+                     ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], s33, s3)
     hessian(m, fo, xs[0], qc, qpred, ta, Rs[0], ts[0], ws[0], vs[0], Gs[0], fs[0], Wd, cPr, car, cnr, canr,
-            K, Z, F, Xk, H, D, s33, s3, s36, dv)
+            K, Z, F, Xk, H, D, s33, s3, s36)
     mu = mu0
     iters = 0
     conv = False
@@ -1228,7 +1270,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         nx = 1 - cu
         integrate(m, xs[cu], dx, xs[nx])
         E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
-                             ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], Hd, s33, s3)
+                             ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], s33, s3)
         band = _EPS_BAND * eps * max(abs(E), abs(E_try))
         accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
         iters += 1
@@ -1240,7 +1282,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         gn_try = _measure(gs[nx], D)
         if accept and gn_try >= tol:
             hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
-                    car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36, dv)
+                    car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
             gn_try = _measure(gs[nx], D)
         if accept:
             cu, E, gnorm = nx, E_try, gn_try
