@@ -62,9 +62,12 @@ def test_at_most_one_host_sync_per_lm_iteration(kw, dtype):
     with count_host_syncs() as syncs:
         info = sim.step(tau)
     iterations = int(to_numpy(info["iterations"]).max())
-    assert syncs.count <= iterations + 1, (
-        f"{syncs.count} host syncs in one step of {iterations} LM iterations (budget {iterations + 1}): "
-        f"{dict(syncs.sites)}")
+    # a round of μ growth after a rejection (solves only) takes the place of an LM iteration at a μ too small
+    # to change the step, and decides on the host as that iteration did
+    rounds = syncs.sites.get("lm: a rejected step to shorten", 0)
+    assert syncs.count - rounds <= iterations + 1, (
+        f"{syncs.count} host syncs in one step of {iterations} LM iterations and {rounds} rounds of μ growth "
+        f"(budget {iterations + 1} besides those): {dict(syncs.sites)}")
 
 
 def test_blocking_runtime_calls_per_step(record_property):
