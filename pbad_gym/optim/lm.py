@@ -190,9 +190,9 @@ def _trial_step(H, D, mu, g, sqrt_hessian, limit, masked=False, shorten=True):
             mu[rows] = xp.minimum(mu[rows] * MU_GROW, MU_MAX)
             dx[rows] = _solve_damped(H[rows], D[rows], mu[rows], g[rows], sqrt_hessian)
             length2[rows] = xp.sum(D[rows] * dx[rows] * dx[rows], -1)
-    Hdx = (H @ dx[..., None])[..., 0]
-    curv = xp.sum(Hdx * Hdx, -1) if sqrt_hessian else xp.sum(dx * Hdx, -1)
-    pred = -(xp.sum(g * dx, -1) + 0.5 * curv)
+    # the model's decrease −(g·δ + ½ δᵀHδ), with Hδ = −g − μDδ from the system δ solves (also FᵀF for the
+    # square-root form): ½(μ‖δ‖²_D − g·δ), a sum of two non-negative terms where the direct form cancels
+    pred = 0.5 * (mu * length2 - xp.sum(g * dx, -1))
     ok = xp.all(xp.isfinite(dx), -1)
     return xp.where(ok[:, None], dx, 0.0), pred, ok, mu, length2
 

@@ -1256,14 +1256,9 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
             ok = _damped_step(H, D, mu, g, Af, dx, piv)
             length2 = _length2(dx, D)
         gdx = 0.0
-        curv = 0.0
         for j in range(nv):
-            hj = 0.0
-            for k in range(nv):
-                hj += H[j, k] * dx[k]
-            curv += dx[j] * hj
             gdx += g[j] * dx[j]
-        pred = -(gdx + 0.5 * curv)
+        pred = 0.5 * (mu * length2 - gdx)  # −(g·δ + ½ δᵀHδ) with Hδ = −g − μDδ (optim/lm.py _trial_step)
         if not ok:
             for j in range(nv):
                 dx[j] = 0.0
