@@ -7,7 +7,8 @@ leave converged trajectories behind:
   them; gathering the rows that go on needs their indices on the host (``nonzero``) several times an iteration;
 - masked (the default on device arrays): every iteration runs on the whole batch and ``where`` freezes converged
   rows, so nothing has a data-dependent shape and the one host synchronisation per iteration is the "has every
-  trajectory converged?" test — on a GPU a few redundant rows cost less than a device-to-host round trip.
+  trajectory converged?" test (plus one per round of μ growth after a rejection, see STEP_SHRINK, each in place
+  of an iteration) — on a GPU a few redundant rows cost less than a device-to-host round trip.
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ MU_MAX = 1e12
 # After a rejection, μ grows (× MU_GROW, solves only) until the next trial step is at most this fraction of the
 # rejected one's length in the D-norm √(Σ D_j δ_j²), before the energy is evaluated again. A rejection at small μ
 # otherwise costs an energy evaluation per decade of μ that barely changes the step (from 1e-6, where μ·D is
-# negligible beside H, up to where it starts to shorten it): on the Spiders half their rejected trials were such
-# repeats (BENCHMARKS.md, "Shorter steps after a rejection").
+# negligible beside H, up to where it starts to shorten it); skipping them took 10 % of Spider-v2's iterations
+# and 22 % of Spider-v1's away (BENCHMARKS.md, "Shorter steps after a rejection ...", session 6).
 STEP_SHRINK = 0.5
 
 
@@ -101,6 +102,8 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     problems: F = W½ J), solved by QR for accuracy on ill-conditioned problems.
     Steps are accepted only when the energy decreases, or when it rises by no more than round-off while the
     predicted decrease is itself below round-off (near the minimum E cannot resolve the step; g still can).
+    After a rejection μ grows by solves alone until the next trial is at most STEP_SHRINK of the rejected step
+    (D-norm), so that no energy is evaluated at a μ that leaves the rejected step as it was.
     compact: drop converged trajectories from the working set (True) or freeze them by masks (False); None picks
     True on NumPy arrays and False on device arrays (see the module docstring). Both give the same numbers.
     """

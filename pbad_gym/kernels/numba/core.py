@@ -484,14 +484,26 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
 
 # --- joint terms (energies/actuation.py, joints.py) ----------------------------------------------------------
 @_jit
+def _chart_column(x, rw, rx, ry, rz):
+    """Column x of J = w_r 1 + [vec r]× (rows (rw, −rz, ry), (rz, rw, −rx), (−ry, rx, rw)), chosen by branches
+    (no runtime index into a tuple, which the GPU target would spill to local memory)."""
+    if x == 0:
+        return rw, rz, -ry
+    if x == 1:
+        return -rz, rw, rx
+    return ry, -rx, rw
+
+
+@_jit
 def _chart_quat_hessian(H, v0, b0, b1, b2, rw, rx, ry, rz, e0, e1, e2):
     """Adds the Hessian of ½ Σ_k b_k d_k² (d = 2 vec r, e = b·d) over a quaternion joint's rotation DOFs
     v0 … v0+2 to H: Jᵀ diag(b) J − ½ (e·vec r) 1 with J = w_r 1 + [vec r]×."""
-    J = ((rw, -rz, ry), (rz, rw, -rx), (-ry, rx, rw))
     corr = 0.5 * (e0 * rx + e1 * ry + e2 * rz)
     for x in range(3):
+        c0, c1, c2 = _chart_column(x, rw, rx, ry, rz)
         for y in range(3):
-            H[v0 + x, v0 + y] += J[0][x] * b0 * J[0][y] + J[1][x] * b1 * J[1][y] + J[2][x] * b2 * J[2][y]
+            d0, d1, d2 = _chart_column(y, rw, rx, ry, rz)
+            H[v0 + x, v0 + y] += c0 * b0 * d0 + c1 * b1 * d1 + c2 * b2 * d2
         H[v0 + x, v0 + x] -= corr
 
 
