@@ -529,10 +529,9 @@ def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g):
         val += 0.5 * b1 * d1 * d1
         val += 0.5 * b2 * d2 * d2
         e0, e1, e2 = b0 * d0, b1 * d1, b2 * d2
-        # grad = Jᵀ (b d), J = w_r 1 + [vec r]× (rows (rw, −rz, ry), (rz, rw, −rx), (−ry, rx, rw))
-        g[v0] += rw * e0 + rz * e1 + -ry * e2
-        g[v0 + 1] += -rz * e0 + rw * e1 + rx * e2
-        g[v0 + 2] += ry * e0 + -rx * e1 + rw * e2
+        for y in range(3):  # grad = Jᵀ (b d)
+            c0, c1, c2 = _chart_column(y, rw, rx, ry, rz)
+            g[v0 + y] += c0 * e0 + c1 * e1 + c2 * e2
     return val
 
 
@@ -1286,12 +1285,12 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         else:
             mu = min(max(mu * _MU_GROW, _MU_AFTER_REJECT), _MU_MAX)
         limit = math.inf if accept or not ok else _STEP_SHRINK * _STEP_SHRINK * length2
-        gn_try = _measure(gs[nx], D)
-        if accept and gn_try >= tol:
-            hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
-                    car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
+        if accept:  # (a rejected trial's gradient is never measured: it is dropped)
             gn_try = _measure(gs[nx], D)
-        if accept:
+            if gn_try >= tol:
+                hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
+                        car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
+                gn_try = _measure(gs[nx], D)
             cu, E, gnorm = nx, E_try, gn_try
     if gnorm < tol:
         conv = True
