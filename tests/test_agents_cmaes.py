@@ -58,7 +58,7 @@ def test_trains_pendulum_through_make_vec_and_leaves_no_files_in_cwd(tmp_path, m
     final = cmaes.train(cfg, run, progress=False)
     assert os.listdir(cwd) == []
     assert sorted(os.listdir(run)) == ["best_policy.pkl", "checkpoint.pkl", "learning_curve.png", "metrics.csv"]
-    assert final["iteration"] == 29 and final["env_steps"] == 30 * 10 * 2 * 100
+    assert final["iteration"] == 30 and final["env_steps"] == 30 * 10 * 2 * 100
     envs = make_vec_env(EnvConfig(id="Pendulum-v1", kwargs={"max_episode_steps": 100}), 16)
     policy = load_policy(run)
     trained = evaluate(envs, policy, 1, 100, seeds=1000).row_returns.mean()

@@ -6,7 +6,8 @@ iteration number), tells pycma the negated returns (pycma minimises) with an exp
 candidates (pycma would substitute the median for NaN), and then merges the observations seen into the running
 normalisation statistics (as OpenAI-ES / ARS do: fixed statistics within an iteration).
 
-Run folder: metrics.csv (one row per iteration), checkpoint.pkl (``es.pickle_dumps()``, NumPy's global RNG state —
+Run folder: metrics.csv (one row per iteration, numbered from 1 as PPO's: a row's ``iteration`` counts the
+iterations complete), checkpoint.pkl (``es.pickle_dumps()``, NumPy's global RNG state —
 pycma samples from it —, the reset-seed base, the observation statistics, iteration, best so far, counters;
 written atomically), best_policy.pkl (the best candidate so far with the statistics it was evaluated with),
 learning_curve.png. pycma writes no files: ``verb_log=0`` and no signals file.
@@ -26,7 +27,7 @@ import numpy as np
 from .config import TrainConfig
 from .policies import FlatPolicy, PolicySpec
 from .rollout import action_bounds, env_dt, evaluate, make_train_envs
-from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
+from .runio import MetricsLog, plot_learning_curve, read_run_pickle, save_pickle
 from .stats import RunningStats
 
 PLOT_EVERY = 10  # iterations between learning-curve redraws (a redraw costs about as much as a short iteration)
@@ -75,6 +76,7 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
     run_dir.mkdir(parents=True, exist_ok=True)
     P, E = c.popsize, c.episodes_per_candidate
     envs = make_train_envs(cfg, with_episode_steps(cfg.env, c.episode_steps), P * E)  # workers: Ray actors
+    bar = None
     try:
         low, high = action_bounds(envs)
         spec = PolicySpec(kind=c.policy, obs_dim=int(np.prod(envs.single_observation_space.shape)),
@@ -83,22 +85,21 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
                           dt=env_dt(envs) if c.policy == "oscillator" else 1.0)
         log = MetricsLog(run_dir / "metrics.csv", FIELDS)
         ckpt_path = run_dir / "checkpoint.pkl"
-        if resume and ckpt_path.exists():
-            ck = load_pickle(ckpt_path)
+        if resume:  # never a silent fresh start over the run's files: a missing checkpoint is an error
+            ck = read_run_pickle(ckpt_path, "nothing to resume from: start a fresh run")
             es = pickle.loads(ck["es"])
             np.random.set_state(ck["np_random"])
             stats = RunningStats.from_state_dict(ck["obs_stats"])
             start, seed_base, best = ck["iteration"] + 1, ck["seed_base"], ck["best"]
             env_steps, wall = ck["env_steps"], ck["wall_time"]
-            log.truncate_after(ck["iteration"])
+            log.truncate_after(ck["iteration"] + 1)  # the checkpoint counts from 0, the rows from 1
         else:
-            log.truncate_after(-1)
+            log.truncate_after(0)
             np.random.seed(cfg.seed)
             es = _new_es(spec.n_params, cfg)
             stats = RunningStats(spec.obs_dim)
             start, seed_base, best = 0, _seed_base(cfg.seed), {"return": -np.inf}
             env_steps, wall = 0, 0.0
-        bar = tqdm(total=c.iterations, initial=start, disable=not progress, desc=cfg.name, unit="it")
         for it in range(start, c.iterations):
             t0 = time.perf_counter()
             X = np.asarray(es.ask())
@@ -112,15 +113,15 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
             ok = np.nonzero(~res.diverged)[0]
             i_best = ok[np.argmax(res.returns[ok])] if ok.size else None
             if i_best is not None and res.returns[i_best] > best["return"]:
-                best = {"return": float(res.returns[i_best]), "iteration": it,
+                best = {"return": float(res.returns[i_best]), "iteration": it + 1,
                         "policy": FlatPolicy(spec, X[i_best], used_stats, c.clip_obs, low, high,
                                              envs.single_action_space.dtype).to_dict()}
                 save_pickle(run_dir / "best_policy.pkl", {**best["policy"], "return": best["return"],
-                                                         "iteration": it})
+                                                         "iteration": it + 1})
             dt_it = time.perf_counter() - t0
             env_steps += res.env_steps
             wall += dt_it
-            row = {"iteration": it, "env_steps": env_steps, "wall_time": round(wall, 3),
+            row = {"iteration": it + 1, "env_steps": env_steps, "wall_time": round(wall, 3),
                    "return_best": _num(res.returns[i_best]) if i_best is not None else "",
                    "return_mean": _num(np.mean(res.returns)),
                    "distance_best": _num(res.distances[i_best]) if i_best is not None else "",
@@ -134,10 +135,13 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
                                         "best": best, "env_steps": env_steps, "wall_time": wall})
             if (it + 1) % PLOT_EVERY == 0 or it + 1 == c.iterations:
                 plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png")
+            if bar is None:  # opened after the first iteration, so its ETA never counts a kernel compile
+                bar = tqdm(total=c.iterations, initial=it, disable=not progress, desc=cfg.name, unit="it")
             bar.set_postfix({"return": row["return_best"], "distance": row["distance_best"], "sps": row["sps"]})
             bar.update(1)
-        bar.close()
     finally:
+        if bar is not None:
+            bar.close()
         envs.close()
     rows = log.rows()
     return {k: _parse(v) for k, v in rows[-1].items()} if rows else {}

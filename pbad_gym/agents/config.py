@@ -8,6 +8,7 @@ Unknown keys and bad values raise ``ValueError`` naming the valid keys / values.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -17,6 +18,7 @@ from typing import Literal, Optional
 import yaml
 
 
+MAX_SEED = 2**32 - 2  # NumPy seeds the run with ``seed`` and pycma with ``seed + 1``, both below 2**32
 _RAY_ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9_.\-]+:[0-9]{1,5}|(ray://)?\[[0-9A-Fa-f:]+\]:[0-9]{1,5}")
 
 
@@ -184,6 +186,8 @@ class TrainConfig:
     """CPUs Ray reserves per actor; its numba / BLAS threads are capped to this"""
 
     def __post_init__(self):
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {self.seed!r}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ValueError(f"TrainConfig.name must be a non-empty folder name without '/', got {self.name!r}")
         _check_positive(self, ["checkpoint_every", "worker_cpus"])
@@ -192,6 +196,11 @@ class TrainConfig:
         if self.ray_address is not None and not _RAY_ADDRESS.fullmatch(self.ray_address):
             raise ValueError(f"TrainConfig.ray_address must be null (start a local Ray cluster), 'auto' or "
                              f"host:port, got {self.ray_address!r}")
+
+
+def _is_finite_number(value) -> bool:
+    """An int or float (bool excluded: YAML's true is not a number here) that is neither NaN nor infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _coerce(value, tp, key):
@@ -210,12 +219,13 @@ def _coerce(value, tp, key):
             raise ValueError(f"{key} must be true or false, got {value!r}")
         return value
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        # not finite: int(.inf) would raise OverflowError, not the ValueError naming the key
+        if not _is_finite_number(value) or int(value) != value:
             raise ValueError(f"{key} must be an integer, got {value!r}")
         return int(value)
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{key} must be a number, got {value!r}")
+        if not _is_finite_number(value):
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):

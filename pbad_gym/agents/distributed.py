@@ -44,6 +44,7 @@ from gymnasium.vector.utils import batch_space
 
 SNAPSHOT_EVERY = 256  # PPO: steps between snapshots of the actors' blocks (the replay after a failure is shorter)
 MAX_REPLACEMENTS = 3  # replacements of one actor within one call before the error is raised
+POOL_WAIT_S = 10.0  # seconds a joined cluster gets to show room for the pool before it is refused
 THREAD_VARS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -58,10 +59,20 @@ def import_ray():
     return ray
 
 
+def ray_init_kwargs(address=None, num_cpus=None) -> dict:
+    """``ray.init``'s arguments for ``address``. None: a new local cluster for this run (``address="local"``:
+    never one a ``ray start --head`` left running, which would refuse ``num_cpus``), with max(this machine's CPUs,
+    ``num_cpus``) CPUs — more actors than cores share them rather than wait forever — and no dashboard. "auto" or
+    host:port: join that cluster, with no resource arguments (Ray refuses them when joining)."""
+    if address is None:
+        return {"address": "local", "num_cpus": max(os.cpu_count() or 1, int(num_cpus or 0)),
+                "include_dashboard": False, "log_to_driver": True}
+    return {"address": address, "log_to_driver": True}
+
+
 def init_ray(address=None, num_cpus=None):
-    """Connect to Ray once per process: ``address`` None starts a local cluster (no dashboard) with
-    max(this machine's CPUs, ``num_cpus``) CPUs — more actors than cores share them rather than wait forever —,
-    "auto" or host:port joins a running one. Returns the seconds it took (0 when Ray was already initialised).
+    """Connect to Ray once per process with :func:`ray_init_kwargs`. Returns the seconds it took (0 when Ray was
+    already initialised).
 
     A local cluster's workers run at niceness 0 (``RAY_worker_niceness``, unless set): Ray's default, 15, keeps
     its daemons responsive on a cluster node but starves the actors on a shared host (measured in BENCHMARKS.md:
@@ -72,10 +83,37 @@ def init_ray(address=None, num_cpus=None):
     t0 = time.perf_counter()
     if address is None:
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(num_cpus=max(os.cpu_count() or 1, int(num_cpus or 0)), include_dashboard=False, log_to_driver=True)
-    else:
-        ray.init(address=address, log_to_driver=True)
+    ray.init(**ray_init_kwargs(address, num_cpus))
     return time.perf_counter() - t0
+
+
+def _pool_shortfall(actors, cpus_per_actor, gpus_per_actor, have) -> str | None:
+    """None when cluster resources ``have`` hold the pool, else what is missing (one phrase)."""
+    need_cpu, need_gpu = actors * cpus_per_actor, actors * gpus_per_actor
+    if need_cpu <= have.get("CPU", 0) and need_gpu <= have.get("GPU", 0):
+        return None
+    return (f"workers={actors} × worker_cpus={cpus_per_actor} need {need_cpu} CPUs"
+            f"{f' and {need_gpu} GPUs' if need_gpu else ''}; the Ray cluster has {have.get('CPU', 0):g} CPUs "
+            f"and {have.get('GPU', 0):g} GPUs")
+
+
+def check_pool_fits(actors, cpus_per_actor=1, gpus_per_actor=0, address=None, wait_s=None) -> None:
+    """Start / join Ray (:func:`init_ray`) and raise ValueError when the cluster cannot hold ``actors`` actors
+    (their reservations would wait forever). A joined cluster gets ``wait_s`` seconds (default POOL_WAIT_S) to
+    show the room, for an autoscaler adding nodes; a local one is refused at once (it will not grow)."""
+    ray = import_ray()
+    init_ray(address, num_cpus=actors * cpus_per_actor)
+    wait_s = (POOL_WAIT_S if wait_s is None else wait_s) if address is not None else 0.0
+    deadline = time.monotonic() + wait_s
+    while True:
+        short = _pool_shortfall(actors, cpus_per_actor, gpus_per_actor, ray.cluster_resources())
+        if short is None:
+            return
+        if time.monotonic() >= deadline:
+            waited = f" (after {wait_s:g} s)" if wait_s else ""
+            raise ValueError(f"{short}{waited}: lower workers / worker_cpus, or "
+                             f"{'join a larger cluster with ray_address' if address is None else 'add nodes'}")
+        time.sleep(min(0.5, max(deadline - time.monotonic(), 0.0)))
 
 
 class EnvWorker:
@@ -253,19 +291,7 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
 
     def _check_resources(self):
         """Start / join Ray, and refuse a pool the cluster cannot hold (its actors would wait forever)."""
-        ray = import_ray()
-        init_ray(self.ray_address, num_cpus=len(self.blocks) * self.worker_cpus)
-        have = ray.cluster_resources()
-        need_cpu, need_gpu = len(self.blocks) * self.worker_cpus, len(self.blocks) * self._gpus()
-        if need_cpu > have.get("CPU", 0) or need_gpu > have.get("GPU", 0):
-            msg = (f"workers={len(self.blocks)} × worker_cpus={self.worker_cpus} need {need_cpu} CPUs"
-                   f"{f' and {need_gpu} GPUs' if need_gpu else ''}; the Ray cluster has {have.get('CPU', 0):g} CPUs "
-                   f"and {have.get('GPU', 0):g} GPUs")
-            if self.ray_address is None:
-                raise ValueError(msg + ": lower workers / worker_cpus, or join a larger cluster with ray_address")
-            import warnings
-
-            warnings.warn(msg + "; the actors wait until the cluster has room (autoscaling)", stacklevel=3)
+        check_pool_fits(len(self.blocks), self.worker_cpus, self._gpus(), self.ray_address)
 
     def _spawn(self):
         init_ray(self.ray_address)

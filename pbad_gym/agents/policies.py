@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runio import load_pickle
+from .runio import RunFileError, read_run_pickle
 from .stats import RunningStats
 
 KINDS = ("linear", "mlp", "oscillator")
@@ -134,16 +134,20 @@ class FlatPolicy:
 def load_policy(run_dir):
     """The best policy of a run folder (``best_policy.pkl``), dispatched on its ``kind``: a :class:`FlatPolicy`
     for linear / mlp / oscillator, ``agents.ppo.load_best`` for ppo. The result has ``reset(n)`` and
-    ``act(obs (n, obs_dim)) -> (n, act_dim)``."""
+    ``act(obs (n, obs_dim)) -> (n, act_dim)``. A missing file raises FileNotFoundError; an empty, truncated or
+    malformed one :class:`runio.RunFileError` (a ValueError) naming it."""
     path = Path(run_dir) / "best_policy.pkl"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (no iteration of the run has finished yet?)")
-    obj = load_pickle(path)
+    obj = read_run_pickle(path)
     kind = obj.get("kind") if isinstance(obj, dict) else None
-    if kind == "ppo":
-        from .ppo import load_best
+    if kind not in KINDS + ("ppo",):
+        raise RunFileError(f"{path}: unknown policy kind {kind!r}; expected one of {list(KINDS) + ['ppo']}")
+    try:
+        if kind == "ppo":
+            from .ppo import load_best
 
-        return load_best(obj)
-    if kind in KINDS:
+            return load_best(obj)
         return FlatPolicy.from_dict(obj)
-    raise ValueError(f"{path}: unknown policy kind {kind!r}; expected one of {list(KINDS) + ['ppo']}")
+    except (KeyError, TypeError, ValueError) as exc:  # a pickle that loads but lacks the policy's fields
+        raise RunFileError(f"{path} is not a complete policy ({type(exc).__name__}: {exc})") from None

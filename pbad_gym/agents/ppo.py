@@ -22,7 +22,8 @@ Observations are normalised by running statistics and rewards scaled by the runn
 (as Gymnasium's NormalizeObservation / NormalizeReward), both clipped. Actions are sampled from N(μ(o), σ),
 clipped to the action space for the environment, and the unclipped sample is what the log-probability scores.
 
-metrics.csv, one row per iteration: ``return_*`` / ``distance_*`` are over the episodes that ended during that
+metrics.csv, one row per iteration, numbered from 1 (a row's ``iteration`` counts the iterations complete, as
+CMA-ES's): ``return_*`` / ``distance_*`` are over the episodes that ended during that
 iteration's rollout (return: the sum of the environment's raw rewards; distance: ``info["x_position"]`` at the
 episode's last step minus after its first step, blank when the env reports no x_position); when none ended, the
 previous iteration's values are carried. ``episodes`` counts the episodes that ended, ``terminated`` /
@@ -55,7 +56,7 @@ import numpy as np
 
 from .episodes import EpisodeTracker, evaluate_policy
 from .rollout import make_train_envs
-from .runio import MetricsLog, load_pickle, plot_learning_curve, save_pickle
+from .runio import MetricsLog, plot_learning_curve, read_run_pickle, save_pickle
 from .stats import RunningStats
 
 METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
@@ -254,8 +255,8 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     if constrained:
         state["lagrange_multiplier"] = p.lagrangian_init
     log = MetricsLog(run_dir / "metrics.csv", METRICS + LAGRANGIAN_METRICS if constrained else METRICS)
-    if resume:
-        ckpt = load_pickle(run_dir / "checkpoint.pkl")
+    if resume:  # a missing or corrupt checkpoint is an error naming it, never a fresh start over the run's files
+        ckpt = read_run_pickle(run_dir / "checkpoint.pkl", "nothing to resume from: start a fresh run")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         obs_rms = RunningStats.from_state_dict(ckpt["obs_rms"])
@@ -283,7 +284,7 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     buf_logp, buf_val, buf_rew, buf_cost, buf_cval = (np.zeros((T, N)) for _ in range(5))
     buf_term, buf_ended, buf_valid = (np.zeros((T, N), bool) for _ in range(3))
     row = {}
-    bar = tqdm(total=num_iterations, initial=state["iteration"], disable=not progress, desc="ppo", unit="it")
+    bar = None  # opened after the first iteration, so its ETA never counts a kernel compile
     first = state["iteration"]
     try:
         for it in range(first, num_iterations):
@@ -438,12 +439,15 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
             if (it + 1) % PLOT_EVERY == 0 or it + 1 == num_iterations:
                 plot = plot_constrained_curve if constrained else plot_learning_curve
                 plot(run_dir / "metrics.csv", run_dir / "learning_curve.png")
+            if bar is None:
+                bar = tqdm(total=num_iterations, initial=it, disable=not progress, desc="ppo", unit="it")
             bar.update(1)
             if constrained:
                 bar.set_postfix(ret=row["return_mean"], fall=row["fall_rate"], lam=round(lam, 4), sps=row["sps"])
             else:
                 bar.set_postfix(ret=row["return_mean"], sps=row["sps"])
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         envs.close()
     return row

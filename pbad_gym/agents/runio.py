@@ -14,6 +14,46 @@ import tempfile
 from pathlib import Path
 
 
+class RunFileError(ValueError):
+    """A run-folder file that is missing, empty or unreadable; the message is one line naming the file."""
+
+
+def create_run_dir(out_dir, name) -> Path:
+    """Create and return out_dir/name, or out_dir/name-2, -3, … when it exists (a finished run is never
+    overwritten). ``os.mkdir`` both tests and claims a name, so two runs started together never share a folder."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path, k = out_dir / name, 1
+    while True:
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            k += 1
+            path = out_dir / f"{name}-{k}"
+
+
+def read_run_pickle(path, hint=""):
+    """Load a run-folder pickle; a missing, empty or corrupt file raises :class:`RunFileError` naming it
+    (``hint``, e.g. what to do instead, is appended to the message)."""
+    path = Path(path)
+    suffix = f"; {hint}" if hint else ""
+    if not path.exists():
+        raise RunFileError(f"{path} does not exist{suffix}")
+    if path.stat().st_size == 0:
+        raise RunFileError(f"{path} is empty{suffix}")
+    try:
+        return load_pickle(path)
+    except Exception as exc:  # noqa: BLE001 — unpickling garbage raises almost any type; all mean "corrupt"
+        raise RunFileError(f"{path} is truncated or corrupt ({type(exc).__name__}: {_first_line(exc)}){suffix}"
+                           ) from None
+
+
+def _first_line(exc) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder (``os.replace`` is atomic only
     within one file system), flushed and fsynced, then renamed over ``path``. Returns the path."""
@@ -45,6 +85,9 @@ def load_pickle(path):
 
 class MetricsLog:
     """A CSV file with one row per training iteration.
+
+    The trainers number the rows from 1: the ``iteration`` of a row is how many iterations were complete when it
+    was written, so the last row of a finished run shows the configured number of iterations.
 
     ``MetricsLog(path, fieldnames)`` writes the header when the file is new (or empty) and checks it otherwise;
     :meth:`append` writes one row (a dict; missing fields are left blank, unknown ones raise ``ValueError``) and
