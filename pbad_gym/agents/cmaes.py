@@ -135,10 +135,11 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
                                         "best": best, "env_steps": env_steps, "wall_time": wall})
             if (it + 1) % PLOT_EVERY == 0 or it + 1 == c.iterations:
                 plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png")
-            if bar is None:  # opened after the first iteration, so its ETA never counts a kernel compile
-                bar = tqdm(total=c.iterations, initial=it, disable=not progress, desc=cfg.name, unit="it")
+            if bar is None:  # opened after the first iteration, so its rate and ETA never count a kernel compile
+                bar = tqdm(total=c.iterations, initial=it + 1, disable=not progress, desc=cfg.name, unit="it")
+            else:
+                bar.update(1)
             bar.set_postfix({"return": row["return_best"], "distance": row["distance_best"], "sps": row["sps"]})
-            bar.update(1)
     finally:
         if bar is not None:
             bar.close()

@@ -284,7 +284,7 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     buf_logp, buf_val, buf_rew, buf_cost, buf_cval = (np.zeros((T, N)) for _ in range(5))
     buf_term, buf_ended, buf_valid = (np.zeros((T, N), bool) for _ in range(3))
     row = {}
-    bar = None  # opened after the first iteration, so its ETA never counts a kernel compile
+    bar = None  # opened after the first iteration, so its rate and ETA never count a kernel compile
     first = state["iteration"]
     try:
         for it in range(first, num_iterations):
@@ -440,8 +440,9 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
                 plot = plot_constrained_curve if constrained else plot_learning_curve
                 plot(run_dir / "metrics.csv", run_dir / "learning_curve.png")
             if bar is None:
-                bar = tqdm(total=num_iterations, initial=it, disable=not progress, desc="ppo", unit="it")
-            bar.update(1)
+                bar = tqdm(total=num_iterations, initial=it + 1, disable=not progress, desc="ppo", unit="it")
+            else:
+                bar.update(1)
             if constrained:
                 bar.set_postfix(ret=row["return_mean"], fall=row["fall_rate"], lam=round(lam, 4), sps=row["sps"])
             else:
