@@ -2,7 +2,8 @@
 
 Importing the package registers ``pbad_gym/Swimmer-v0``, ``pbad_gym/Spider-v0`` and their later versions
 (``pbad_gym/Swimmer-v1``: hinge ranges; ``pbad_gym/Spider-v1``: Ant-v5's dynamics; ``pbad_gym/Spider-v2``: Ant-v5's
-legs, damped contact and limits, 0.01 s physics under a 0.05 s control step) with Gymnasium (single-env
+legs, damped contact and limits, 0.01 s physics under a 0.05 s control step; ``pbad_gym/Spider-v3``: friction inside
+its cone, a converged 0.001 s step, clean resets) with Gymnasium (single-env
 ``entry_point`` and native ``vector_entry_point``) and exports the engine's entry points.
 """
 import gymnasium as _gym
@@ -12,7 +13,7 @@ from .simulator import Simulator
 
 __version__ = "0.1.0"
 
-for _name, _versions in (("Swimmer", ("v0", "v1")), ("Spider", ("v0", "v1", "v2"))):
+for _name, _versions in (("Swimmer", ("v0", "v1")), ("Spider", ("v0", "v1", "v2", "v3"))):
     for _version in _versions:
         _cls = _name + ("" if _version == "v0" else _version.upper())
         if f"pbad_gym/{_name}-{_version}" not in _gym.registry:

@@ -59,8 +59,9 @@ def case(name):
         friction = {"spider_v0": "viscous", "spider_v0_coulomb": "coulomb", "spider_v1": "coulomb",
                     "spider_v1_viscous": "viscous", "spider_v1_none": "none", "spider_v1_damped": "coulomb"}[name]
         damped = name.endswith("damped")
+        # Spider-v1 itself caps friction by the lagged spring force; the damped case by the step's applied force
         contact = dict(stiffness=5e3 if v1 else 5e4, friction=friction, damping=1000.0, mu=1.0, slip_velocity=0.01,
-                       normal_damping=70.0 if damped else 0.0)
+                       normal_damping=70.0 if damped else 0.0, friction_cap="applied" if damped else "lagged_spring")
         damping = np.r_[np.zeros(6), np.ones(12)]
         forces = make_force_model(body, contact=contact, limit_stiffness=1e3 if v1 else 1e4, damping=damping,
                                   limit_damping=20.0 if damped else 0.0)

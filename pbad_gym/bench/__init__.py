@@ -14,4 +14,6 @@ BENCHMARKS = {
     "envchecks": "pbad_gym.bench.envchecks",
     "scaling": "pbad_gym.bench.scaling",
     "fig4": "pbad_gym.bench.fig4",
+    "energy": "pbad_gym.bench.energy",
+    "contact": "pbad_gym.bench.contact",
 }

@@ -2,8 +2,8 @@
 derivatives; joint terms work on generalised coordinates directly."""
 from .actuation import actuation_terms
 from .base import JointTerms, LinkTerms
-from .contact import (FRICTION_MODELS, ContactMemory, GroundContact, contact_state, contact_terms, sphere_centres,
-                      sphere_forces)
+from .contact import (FRICTION_CAPS, FRICTION_MODELS, ContactMemory, GroundContact, applied_normal, cone_excess,
+                      cone_mismatch, contact_state, contact_terms, sphere_centres, sphere_forces)
 from .drag import drag_terms, drag_weights
 from .forces import ForceModel, drag_coefficients, make_force_model
 from .gravity import gravity_terms
@@ -12,6 +12,6 @@ from .joints import armature_terms, damping_terms, limit_terms
 
 __all__ = ["LinkTerms", "JointTerms", "inertia_targets", "inertia_terms", "gravity_terms", "actuation_terms",
            "drag_terms", "drag_weights", "GroundContact", "FRICTION_MODELS", "contact_terms", "contact_state",
-           "ContactMemory", "sphere_forces",
+           "ContactMemory", "sphere_forces", "FRICTION_CAPS", "applied_normal", "cone_excess", "cone_mismatch",
            "sphere_centres", "limit_terms", "damping_terms", "armature_terms", "ForceModel", "make_force_model",
            "drag_coefficients"]

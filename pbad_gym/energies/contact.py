@@ -11,10 +11,16 @@ Per sphere (centre P_s, radius r) against the plane z = h:
 - friction, only for spheres in contact at q_k (the contact set is lagged by one step, which keeps the step
   energy smooth: no term switches on or off inside a minimisation), either
   * "viscous" (the paper): D2/(2Δt)·‖Proj_∥(P_s(q) − P_s(q_k))‖², or
-  * "coulomb" (smoothed, beyond the paper): μ·N_k·φ_ε(‖Proj_∥(P_s(q) − a_s)‖) with the lagged normal force
-    N_k = D1·d(q_k), φ_ε the Huber function (quadratic below ε, linear above: force magnitude ≤ μN_k) and a_s a
-    stick anchor that follows the sphere only when it slips further than ε. A tangential load below μN_k
-    therefore holds the sphere within ε of its anchor: static friction that sticks, with no creep.
+  * "coulomb" (smoothed, beyond the paper): μ·N·φ_ε(‖Proj_∥(P_s(q) − a_s)‖) with a normal force N held fixed
+    within the minimisation, φ_ε the Huber function (quadratic below ε, linear above: force magnitude ≤ μN) and
+    a_s a stick anchor that follows the sphere only when it slips further than ε. A tangential load below μN
+    therefore holds the sphere within ε of its anchor: static friction that sticks, with no creep. Which N
+    (``friction_cap``): "applied" (default) starts from the normal force the previous step applied (damping
+    included, clamped at 0) and re-solves the step with the normal force the step itself applied until the two
+    agree to ``cone_tol`` (at most ``cone_passes`` re-solves: a lagged fixed point, as incremental-potential
+    contact lags its friction), so |F_t| ≤ μ·F_n holds for the force the step applies; "lagged_spring" (Spider-v1
+    and v2) caps by the spring force D1·d(q_k) of the start of the step, which can exceed the applied one
+    (docs/physics.md §2.3).
 Point energies become link-pose derivatives through P = R p0 + t.
 """
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..kinematics.algebra import rowsum
 from .base import LinkTerms
 
 FRICTION_MODELS = ("viscous", "coulomb", "none")
+FRICTION_CAPS = ("applied", "lagged_spring")
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,9 @@ class GroundContact:
     """Penalty ground contact. stiffness D1 [N/m]; friction model; damping D2 [N s/m] ("viscous"); mu and
     slip_velocity [m/s] (the smoothing ε = slip_velocity·Δt) for "coulomb"; height of the ground plane [m];
     normal_damping Dn [N s/m] of the normal force's Kelvin-Voigt damping, clamped so the ground never pulls (0:
-    off)."""
+    off). Coulomb only: friction_cap "applied" (the step's own normal force, by a fixed point of at most
+    cone_passes re-solves that stops once every sphere's normal force moved by at most cone_tol of it) or
+    "lagged_spring" (D1·d at q_k, Spider-v1/v2)."""
 
     stiffness: float = 1e4
     friction: str = "viscous"
@@ -44,17 +53,29 @@ class GroundContact:
     slip_velocity: float = 1e-3
     height: float = 0.0
     normal_damping: float = 0.0
+    friction_cap: str = "applied"
+    cone_passes: int = 4
+    cone_tol: float = 1e-3
 
     def __post_init__(self):
         if self.friction not in FRICTION_MODELS:
             raise ValueError(f"contact friction must be one of {FRICTION_MODELS}, got {self.friction!r}")
-        for name in ("stiffness", "damping", "mu", "slip_velocity", "normal_damping"):
+        if self.friction_cap not in FRICTION_CAPS:
+            raise ValueError(f"contact friction_cap must be one of {FRICTION_CAPS}, got {self.friction_cap!r}")
+        if isinstance(self.cone_passes, bool) or not isinstance(self.cone_passes, int) or self.cone_passes < 0:
+            raise ValueError(f"contact cone_passes must be a non-negative integer, got {self.cone_passes!r}")
+        for name in ("stiffness", "damping", "mu", "slip_velocity", "normal_damping", "cone_tol"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"contact {name} must be non-negative, got {getattr(self, name)!r}")
         if self.stiffness <= 0:
             raise ValueError("contact stiffness must be positive")
         if self.friction == "coulomb" and self.slip_velocity <= 0:
             raise ValueError("coulomb friction needs slip_velocity > 0")
+
+    @property
+    def resolves_cone(self):
+        """True when steps re-solve until friction is capped by the normal force they apply."""
+        return self.friction == "coulomb" and self.friction_cap == "applied" and self.cone_passes > 0
 
 
 def sphere_centres(body, kin):
@@ -71,10 +92,9 @@ def penetration(body, P, height):
     return xp.maximum(0.0, r - (P[..., 2] - height))
 
 
-def normal_point_terms(body, P, params, derivatives, P_ref=None, dt=None):
-    """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3). With the centres at q_k, P_ref
-    (B, S, 3), a step ``dt`` [s] and ``params.normal_damping`` Dn > 0: the clamped Kelvin-Voigt form of the module
-    docstring, (D1 + Dn/Δt)/2·max(0, d − s0)² with s0 = d_k·Dn/(D1·Δt + Dn)."""
+def _normal_depth(body, P, params, P_ref, dt):
+    """(d_eff (B, S) [m], k_eff [N/m]) of the normal penalty k_eff/2·d_eff²: the plain penalty (d, D1), or with the
+    centres at q_k P_ref, a step ``dt`` [s] and Dn > 0 the clamped Kelvin-Voigt form (max(0, d − s0), D1 + Dn/Δt)."""
     xp = xp_of(P)
     d = penetration(body, P, params.height)
     k = params.stiffness
@@ -82,6 +102,22 @@ def normal_point_terms(body, P, params, derivatives, P_ref=None, dt=None):
         k_d = params.normal_damping / dt
         d = xp.maximum(0.0, d - penetration(body, P_ref, params.height) * (k_d / (k + k_d)))
         k = k + k_d
+    return d, k
+
+
+def applied_normal(body, P, params, P_ref=None, dt=None):
+    """Normal force [N] (B, S) the ground applies on spheres with centres P (B, S, 3) in a step from centres P_ref
+    (None: the spring force D1·d alone): D1·d + Dn·ḋ clamped at 0 (what :func:`normal_point_terms` pushes with)."""
+    d, k = _normal_depth(body, P, params, P_ref, dt)
+    return k * d
+
+
+def normal_point_terms(body, P, params, derivatives, P_ref=None, dt=None):
+    """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3). With the centres at q_k, P_ref
+    (B, S, 3), a step ``dt`` [s] and ``params.normal_damping`` Dn > 0: the clamped Kelvin-Voigt form of the module
+    docstring, (D1 + Dn/Δt)/2·max(0, d − s0)² with s0 = d_k·Dn/(D1·Δt + Dn)."""
+    xp = xp_of(P)
+    d, k = _normal_depth(body, P, params, P_ref, dt)
     val = 0.5 * k * rowsum(d * d)
     if not derivatives:
         return val, None, None
@@ -158,8 +194,9 @@ def point_terms_to_links(body, P, g, H, gauss_newton=True):
 
 class ContactMemory(NamedTuple):
     """Lagged contact data of q_k (what the friction terms of the next step read): sphere centres P (B, S, 3) [m],
-    active (B, S) bool (in contact at q_k), normal force N_k = D1·d(q_k) (B, S) [N] and stick anchors
-    (B, S, 3) [m] (Coulomb friction; the centres themselves for the other models)."""
+    active (B, S) bool (in contact at q_k), normal force (B, S) [N] that caps Coulomb friction (friction_cap
+    "lagged_spring": D1·d(q_k); "applied": the normal force of the step that arrived at q_k, the next step's first
+    guess) and stick anchors (B, S, 3) [m] (Coulomb friction; the centres themselves for the other models)."""
 
     P: object
     active: object
@@ -201,14 +238,35 @@ def sphere_forces(body, kin, params, state, dt):
 
 def contact_state(body, kin, params, dt, prev=None):
     """Lagged contact data at q_k for :func:`contact_terms`: centres, active set, normal forces and, for Coulomb
-    friction, stick anchors carried over from the previous state ``prev`` for spheres that stayed in contact."""
+    friction, stick anchors carried over from the previous state ``prev`` (the memory of the step that arrived at
+    ``kin``) for spheres that stayed in contact. The normal force is that step's applied one for friction_cap
+    "applied" (the spring force D1·d without ``prev``), else D1·d."""
     P = sphere_centres(body, kin)
     d = penetration(body, P, params.height)
     active = d > 0
     anchor = P
+    normal = params.stiffness * d
     if params.friction == "coulomb":
         if prev is None:
             anchor = P.copy()
         else:
             anchor = update_anchors(P, prev.anchor, active & prev.active, params.slip_velocity * dt)
-    return ContactMemory(P, active, params.stiffness * d, anchor)
+            if params.friction_cap == "applied":
+                normal = applied_normal(body, P, params, prev.P, dt)
+    return ContactMemory(P, active, normal, anchor)
+
+
+def cone_mismatch(memory, normal, rtol):
+    """(B,) bool: rows where an active sphere's applied normal force ``normal`` (B, S) [N] differs from the one
+    that capped its friction (``memory.normal``) by more than rtol of the larger (the fixed point's stop test)."""
+    xp = xp_of(normal)
+    gap = xp.abs(normal - memory.normal) > rtol * xp.maximum(normal, memory.normal)
+    return xp.any(gap & memory.active, axis=-1)
+
+
+def cone_excess(force, mu):
+    """Friction beyond the Coulomb cone per sphere (B, S) [N]: max(0, ‖F_t‖ − μ·F_n) of ground forces ``force``
+    (B, S, 3) (world frame, z up)."""
+    xp = xp_of(force)
+    ft = xp.sqrt(force[..., 0] ** 2 + force[..., 1] ** 2)
+    return xp.maximum(0.0, ft - mu * xp.maximum(force[..., 2], 0.0))

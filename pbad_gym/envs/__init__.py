@@ -7,7 +7,8 @@ API (SB3 is an optional extra: ``pip install pbad_gym[sb3]``); ``render`` holds
 the software renderer and ``write_gif``.
 """
 from .base import PBADEnv, PBADVectorEnv, validate_solver_options
-from .spider import SpiderEnv, SpiderV1Env, SpiderV1VectorEnv, SpiderV2Env, SpiderV2VectorEnv, SpiderVectorEnv
+from .spider import (SpiderEnv, SpiderV1Env, SpiderV1VectorEnv, SpiderV2Env, SpiderV2VectorEnv, SpiderV3Env,
+                     SpiderV3VectorEnv, SpiderVectorEnv)
 from .swimmer import SwimmerEnv, SwimmerV1Env, SwimmerV1VectorEnv, SwimmerVectorEnv
 
 
@@ -21,4 +22,5 @@ def __getattr__(name):
 
 __all__ = ["PBADEnv", "PBADVectorEnv", "SwimmerEnv", "SwimmerVectorEnv", "SpiderEnv", "SpiderVectorEnv",
            "SwimmerV1Env", "SwimmerV1VectorEnv", "SpiderV1Env", "SpiderV1VectorEnv", "SpiderV2Env", "SpiderV2VectorEnv",
+           "SpiderV3Env", "SpiderV3VectorEnv",
            "SB3VecEnv", "validate_solver_options"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import real_number, to_numpy
-from ..kinematics import integrate
+from ..energies import cone_excess, sphere_centres
+from ..kinematics import forward_kinematics, integrate
 from ..model.robots import spider
 from .base import PBADEnv, PBADVectorEnv, row_norm
 from .render import with_render_fps
@@ -67,6 +68,9 @@ class SpiderVectorEnv(PBADVectorEnv):
 
     # measured (8 rows, 60 steps of random actions, LM): max_iter=2 truncates 39 rows as diverged, 3 none
     min_max_iter = 3
+    # v0-v2 cap Coulomb friction by the spring force at the start of the step (energies/contact.py), kept for
+    # reproducibility; v3 caps it by the normal force the step applies
+    friction_cap = "lagged_spring"
 
     def __init__(self, num_envs=1, max_episode_steps=1000, *, forward_reward_weight=1.0, ctrl_cost_weight=0.5,
                  contact_cost_weight=5e-4, healthy_reward=1.0, terminate_when_unhealthy=True,
@@ -96,7 +100,7 @@ class SpiderVectorEnv(PBADVectorEnv):
         self.include_contact = bool(include_contact_forces_in_observation)
         self.gear_value = gear
         self.contact = dict(stiffness=float(contact_stiffness), friction=friction, damping=float(friction_damping),
-                            mu=float(mu), slip_velocity=float(slip_velocity))
+                            mu=float(mu), slip_velocity=float(slip_velocity), friction_cap=self.friction_cap)
         self.limit_stiffness, self.joint_damping = float(limit_stiffness), float(joint_damping)
         self.init_height = init_height
         self.n_spheres = 13
@@ -394,3 +398,125 @@ class SpiderV2Env(PBADEnv):
     __doc__ = "Single-environment form of :class:`SpiderV2VectorEnv` (same arguments, no num_envs).\n\n" + (
         SpiderV2VectorEnv.__doc__ or "")
     vector_cls = SpiderV2VectorEnv
+
+
+CONTROL_INTERVAL = 0.05  # [s] Ant-v5's: Spider-v3 derives frame_skip from dt so that the agent acts this often
+RESET_CLEARANCE = 0.02  # [m] Spider-v3's lowest contact sphere after a reset: no force on the first physics step
+
+
+def lowest_clearance(body, q):
+    """Smallest gap [m] (B,) between a contact sphere and the ground plane z = 0 at configurations q (B, nq)
+    (negative: the sphere starts inside the ground)."""
+    kin = forward_kinematics(body, q)
+    P = sphere_centres(body, kin)
+    r = body.arrays(np, P.dtype).contact_r
+    return (P[..., 2] - r).min(axis=-1)
+
+
+class SpiderV3VectorEnv(SpiderV2VectorEnv):
+    """## Description
+    Spider-v3: Spider-v2's robot (Gymnasium's Ant-v5 in this engine: spherical torso on a free joint, four legs of a
+    hinge hip ±30° and a hinge knee 30°–70°, 14 DOF, 8 actuators, 0.91 kg, 150 N m gears, armature 1 kg m², joint
+    damping 1 N m s/rad, 13 contact spheres with clamped Kelvin-Voigt penalty contact and μ = 1 smoothed Coulomb
+    friction) with contact physics a roboticist can check against the analytic cases (docs/physics.md §2.3,
+    BENCHMARKS.md "Contact physics"):
+
+    - friction inside its cone: Coulomb friction is capped by the normal force the step itself applies (damping
+      included, clamped at zero) — a fixed point of re-solves, at most ``cone_passes`` (default 4), stopping when
+      every sphere's normal force moved by at most ``cone_tol`` (1e-3) of itself; ``info["cone_excess"]`` reports
+      the friction beyond μ·F_n of each env step [N] (0 expected);
+    - a converged step: physics Δt = ``dt`` = 0.001 s with ``frame_skip`` = 50, so the agent still acts every
+      0.05 s (Ant-v5's control interval); the implicit step's own dissipation is ~5 % of the actuators' work under
+      random actions (20-38 % at Spider-v2's 0.01 s; ``pbad-bench energy``, BENCHMARKS.md);
+    - clean resets: after the reset noise the body is lifted until its lowest contact sphere is at least 2 cm above
+      the ground, so no sphere starts inside it.
+
+    ## Action space
+    Box(-1, 1, (8,), float32): per leg (front-left, back-left, back-right, front-right) hip and knee torques,
+    scaled by ``gear`` [N m] (clipped).
+
+    ## Observation space
+    As Spider-v2: Box(-f32max, f32max, (66,), float32) — torso height z (1), torso orientation quaternion
+    (w, x, y, z) (4), joint angles (8) [rad], torso linear velocity (3, world) [m/s], torso angular velocity (3,
+    body frame) [rad/s], joint velocities (8) [rad/s], then the ground force on each of the 13 contact spheres
+    (13 x 3, world frame [N], clipped to ``contact_force_range``). ``exclude_current_positions_from_observation=
+    False`` prepends torso x, y (68); ``include_contact_forces_in_observation=False`` drops the forces (27).
+
+    ## Rewards
+    As Ant-v5 (and Spider-v2): healthy_reward + forward_reward_weight · ẋ_torso − ctrl_cost_weight · ‖a‖² −
+    contact_cost_weight · ‖clip(contact forces)‖², ẋ_torso over the env step (frame_skip · dt).
+    info: reward_survive, reward_forward, reward_ctrl, reward_contact, x_position, y_position, z_position,
+    distance_from_origin, x_velocity, y_velocity (torso), cone_excess (Σ over the spheres of
+    max(0, ‖F_t‖ − μF_n) on the env step's last physics step [N]), iterations (LM iterations summed over the
+    substeps), converged, diverged, action_sanitised.
+
+    ## Starting state
+    Torso ``init_height`` above the ground (default: 0.1 m above the standing height of the neutral pose, 0.36 m),
+    joints at 0 (knees on their 30° limit), every coordinate perturbed by U(−s, s), velocities by s·N(0, 1)
+    (as Ant-v5), s = ``reset_noise_scale``; then lifted so that every contact sphere clears the ground by at least
+    ``reset_clearance`` [m].
+
+    ## Episode end
+    As Spider-v2: unhealthy (torso z outside ``healthy_z_range`` = Ant-v5's (0.2, 1.0) m, or flipped) terminates;
+    ``max_episode_steps`` (1000 env steps = 50 s, as Ant-v5) or ``info["diverged"]`` truncates.
+
+    ## Arguments
+    Spider-v2's, with these defaults: dt=0.001 [s], frame_skip=None (0.05 s / dt; a dt that does not divide 0.05 s
+    is refused unless frame_skip is given); and reset_clearance=0.02 [m], cone_passes=4, cone_tol=1e-3.
+
+    ## Version history
+    v3: Coulomb friction capped by the step's applied normal force (v2: by the spring force at the start of the
+    step, which let 40-57 % of the feet's friction impulse leave the cone); physics step 0.01 -> 0.001 s with
+    frame_skip 5 -> 50 (the same 0.05 s control interval); resets lifted clear of the ground (v2: 40 % of noisy
+    resets started a sphere inside it).
+    v2: Ant-v5's legs, damped contact and limits. v1: Ant-v5's masses, gears, armature and friction on the v0
+    geometry. v0: first version.
+    """
+
+    friction_cap = "applied"
+
+    def __init__(self, num_envs=1, max_episode_steps=1000, *, dt=0.001, frame_skip=None,
+                 reset_clearance=RESET_CLEARANCE, cone_passes=4, cone_tol=1e-3, **kwargs):
+        dt = real_number(dt, "dt", positive=True)
+        if frame_skip is None:  # the physics step must divide Ant-v5's control interval
+            frame_skip = CONTROL_INTERVAL / dt
+            if abs(frame_skip - round(frame_skip)) > 1e-9 * frame_skip:
+                raise ValueError(f"dt must divide the control interval {CONTROL_INTERVAL} s (or pass frame_skip), "
+                                 f"got dt={dt!r}")
+            frame_skip = int(round(frame_skip))
+        for name in ("mu", "joint_damping", "friction_damping"):
+            if name in kwargs:
+                real_number(kwargs[name], name, nonnegative=True)
+        self.reset_clearance = real_number(reset_clearance, "reset_clearance")
+        if not self.reset_clearance >= 0:
+            raise ValueError(f"reset_clearance must be a non-negative number of metres, got {reset_clearance!r}")
+        if isinstance(cone_passes, bool) or not isinstance(cone_passes, (int, np.integer)) or cone_passes < 0:
+            raise ValueError(f"cone_passes must be a non-negative integer, got {cone_passes!r}")
+        self.cone_passes = int(cone_passes)
+        self.cone_tol = real_number(cone_tol, "cone_tol")
+        if not self.cone_tol > 0:
+            raise ValueError(f"cone_tol must be positive, got {cone_tol!r}")
+        super().__init__(num_envs, max_episode_steps, dt=dt, frame_skip=frame_skip, **kwargs)
+
+    def _sim_options(self):
+        options = super()._sim_options()
+        if self.contact_model == "penalty":
+            options["contact"] = dict(options["contact"], cone_passes=self.cone_passes, cone_tol=self.cone_tol)
+        return options
+
+    def reset_model(self, rng):
+        q, qd = super().reset_model(rng)
+        gap = lowest_clearance(self.body, q[None])[0]
+        q[2] += max(0.0, self.reset_clearance - gap)
+        return q, qd
+
+    def _get_rew(self, before, after, action):
+        reward, terminated, info = super()._get_rew(before, after, action)
+        info["cone_excess"] = cone_excess(self.contact_forces(), self.contact["mu"]).sum(axis=1)
+        return reward, terminated, info
+
+
+class SpiderV3Env(PBADEnv):
+    __doc__ = "Single-environment form of :class:`SpiderV3VectorEnv` (same arguments, no num_envs).\n\n" + (
+        SpiderV3VectorEnv.__doc__ or "")
+    vector_cls = SpiderV3VectorEnv

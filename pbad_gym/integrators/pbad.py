@@ -7,14 +7,15 @@ solved by batched Levenberg-Marquardt from the warm start q_k ⊕ (q_k ⊖ q_{k�
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
 
 from ..arrays import tree_map, to_numpy, xp_of
-from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, contact_state, contact_terms,
-                        damping_terms, drag_terms, drag_weights, gravity_terms, inertia_targets, inertia_terms,
-                        limit_terms)
+from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, applied_normal, cone_mismatch,
+                        contact_state, contact_terms, damping_terms, drag_terms, drag_weights, gravity_terms,
+                        inertia_targets, inertia_terms, limit_terms, sphere_centres)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
 from .options import SolverOptions
@@ -167,24 +168,64 @@ def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=
     "lbfgs_hessian" (initial inverse Hessian: the inverse step Hessian at the warm start, O(n²)); all stop on
     the same measure. max_iter / tol: None takes :class:`SolverOptions`' defaults for the optimiser and dtype.
     kin_prev / kin_cur: kinematics of q_prev / q_cur when the caller already has them; contact: lagged contact
-    memory of q_cur.
+    memory of q_cur. Coulomb friction capped by the applied normal force re-solves as :func:`solve_step_in_cone`
+    (except with ``record_history``, which records the first solve alone).
     """
     options = SolverOptions.create(q_cur.dtype, optimizer=optimizer, max_iter=max_iter, tol=tol, hessian=hessian)
-    return solve_step(body, prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact), options,
-                      record_history)
+    data = prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev, kin_cur, contact)
+    if record_history:
+        return solve_step(body, data, options, record_history)
+    q_next, res, _ = solve_step_in_cone(body, data, options)
+    return q_next, res
 
 
-def solve_step(body, data, options, record_history=False):
-    """Minimise the order-2 step energy of ``data`` (StepData) from its warm start: (q_next, LMResult)."""
+def solve_step(body, data, options, record_history=False, x0=None):
+    """Minimise the order-2 step energy of ``data`` (StepData) from ``x0`` (B, nq) (None: its warm start q_pred):
+    (q_next, LMResult)."""
     def initial_inverse(ctx, matrix):
         H, D = step_hessian(body, ctx._replace(hessian="gauss_newton"))  # SPD
         return D, (xp_of(H).linalg.inv(H) if matrix else None)
 
     res = minimize(lambda x, idx: step_energy_grad(body, x, data.take(idx), options.hessian),
-                   lambda x, idx, dx: integrate(body, x, dx), data.q_pred, options,
+                   lambda x, idx, dx: integrate(body, x, dx), data.q_pred if x0 is None else x0, options,
                    hessian=lambda ctx: step_hessian(body, ctx), initial_inverse=initial_inverse,
                    record_history=record_history)
     return res.x, res
+
+
+def solve_step_in_cone(body, data, options):
+    """:func:`solve_step`, then while some row's Coulomb friction was capped by a normal force that differs from
+    the one the step applied (energies.cone_mismatch), those rows re-solve from their solution with the applied
+    normal force as the cap, at most ``cone_passes`` times (a lagged fixed point; docs/physics.md §2.3).
+    Returns (q_next, LMResult with iterations summed over the passes, data with each row's final cap)."""
+    q, res = solve_step(body, data, options)
+    params = data.forces.contact
+    if params is None or not params.resolves_cone:
+        return q, res, data
+    xp = xp_of(q)
+    for _ in range(params.cone_passes):
+        normal = applied_normal(body, sphere_centres(body, forward_kinematics(body, q)), params, data.contact.P,
+                                data.dt)
+        rows = xp.nonzero(cone_mismatch(data.contact, normal, params.cone_tol))[0]
+        if len(rows) == 0:
+            break
+        capped = data.contact.normal.copy()
+        capped[rows] = normal[rows]
+        data = data._replace(contact=data.contact._replace(normal=capped))
+        q_r, res_r = solve_step(body, data.take(rows), options, x0=q[rows])
+        q = q.copy()
+        q[rows] = q_r
+        res = _merge_rows(res, rows, res_r)
+    return q, res, data
+
+
+def _merge_rows(res, rows, sub):
+    """LMResult ``res`` with rows ``rows`` taken from a re-solve ``sub``: its grad_norm and converged, iterations
+    added."""
+    its, gn, conv, e = res.iterations.copy(), res.grad_norm.copy(), res.converged.copy(), res.energy.copy()
+    its[rows] = its[rows] + sub.iterations
+    gn[rows], conv[rows], e[rows] = sub.grad_norm, sub.converged, sub.energy
+    return dataclasses.replace(res, x=None, iterations=its, grad_norm=gn, converged=conv, energy=e)
 
 
 def step(model, state, tau, options):
@@ -193,5 +234,7 @@ def step(model, state, tau, options):
     body = model.body
     kin_prev = forward_kinematics(body, state.q_prev) if state.kin_prev is None else state.kin_prev
     data = prepare_step(body, state.q_prev, state.q, tau, model.dt, model.forces, kin_prev, state.kin, state.contact)
-    q_next, res = solve_step(body, data, options)
-    return advance(model, state, state.q, q_next), StepInfo(res.iterations, res.grad_norm, res.converged)
+    q_next, res, data = solve_step_in_cone(body, data, options)
+    # the force the step applied is that of its final cap: the memory it was solved with goes to advance
+    stepped = state._replace(contact=data.contact)
+    return advance(model, stepped, state.q, q_next), StepInfo(res.iterations, res.grad_norm, res.converged)

@@ -16,8 +16,9 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from .model import (F_ARMATURE, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION, F_GRAVITY, F_LIMITS,
-                    F_MAX_ITER, N_TERMS, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K, S_DT, S_HEIGHT, S_LIMIT_D,
+from .model import (F_ARMATURE, F_CAP_APPLIED, F_CONE_PASSES, F_CONTACT, F_DAMPING, F_DRAG, F_EXACT, F_FRICTION,
+                    F_GRAVITY, F_LIMITS, F_MAX_ITER, N_TERMS, S_CONE_TOL, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K,
+                    S_DT, S_HEIGHT, S_LIMIT_D,
                     S_LIMIT_K, S_MACH_EPS, S_MU, S_MU0, S_SLIP_EPS, S_TOL, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC,
                     T_LIMITS, KernelForces, KernelModel)
 from .scratch import alloc_scratch
@@ -434,6 +435,41 @@ def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, ca
             HP[1, 0] += c * (0.0 - sl * xh1 * xh0)
             HP[1, 1] += c * (1.0 - sl * xh1 * xh1)
     return val
+
+
+@_jit
+def applied_normal(sph_link, p0, sph_r, sc, s, R, t, cP):
+    """Normal force [N] the ground applies on sphere s at poses (R, t) in a step from centres cP (energies/contact.py
+    applied_normal): (D1 + Dn/Δt)·max(0, d − s0), the spring force D1·d without normal damping."""
+    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
+    l = sph_link[s]
+    pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+    d = max(0.0, sph_r[s] - (pz - h))
+    k_d = sc[S_CONTACT_DN] / sc[S_DT]
+    if k_d > 0:
+        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
+        d = max(0.0, d - d_k * k_d / (k_n + k_d))
+        k_n = k_n + k_d
+    return k_n * d
+
+
+@_jit
+def cone_refresh(m, sc, R, t, cP, cact, cnorm):
+    """The fixed point's test (integrators/pbad.py solve_step_in_cone): when an active sphere's normal force at poses
+    (R, t) differs from its friction cap cnorm by more than S_CONE_TOL of the larger, every sphere's cap becomes
+    its applied normal force and True is returned (the row re-solves); else nothing changes."""
+    rtol = sc[S_CONE_TOL]
+    n_s = m.sph_link.shape[0]
+    gap = False
+    for s in range(n_s):
+        if cact[s]:
+            n = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP)
+            if abs(n - cnorm[s]) > rtol * max(n, cnorm[s]):
+                gap = True
+    if gap:
+        for s in range(n_s):
+            cnorm[s] = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP)
+    return gap
 
 
 @_jit
@@ -1061,13 +1097,14 @@ def contact_update(m, fo, R, t, cP, cact, cnorm, canc, r, nP, nact, nnorm, nanc,
     sc = fo.scalars
     k_n, h, eps = sc[S_CONTACT_K], sc[S_HEIGHT], sc[S_SLIP_EPS]
     coulomb = fo.flags[F_FRICTION] == 1
+    applied = fo.flags[F_CAP_APPLIED] != 0
     for s in range(m.sph_link.shape[0]):
         sphere_point_terms(m.sph_link, m.sph_p0, m.sph_r, fo.flags[F_FRICTION], sc, s, R, t, cP, cact, cnorm, canc,
                            gP, HP, False, P)
         d = max(0.0, m.sph_r[s] - (P[2] - h))
         on = d > 0
         nact[r, s] = on
-        nnorm[r, s] = k_n * d
+        nnorm[r, s] = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP) if applied else k_n * d
         for a in range(3):
             force[r, s, a] = -gP[a]
             nP[r, s, a] = P[a]
@@ -1255,45 +1292,53 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     conv = False
     gnorm = _measure(gs[0], D)
     limit = math.inf
-    for _ in range(max_iter):
-        if gnorm < tol:
-            conv = True
-            break
-        g = gs[cu]
-        ok = _damped_step(H, D, mu, g, Af, dx, piv)
-        length2 = _length2(dx, D)
-        while ok and length2 > limit and math.isfinite(length2) and mu < _MU_MAX:  # after a rejection (lm.py)
-            mu = min(mu * _MU_GROW, _MU_MAX)
+    for p in range(fl[F_CONE_PASSES] + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
+        if p > 0:
+            if not cone_refresh(m, sc_, Rs[cu], ts[cu], cPr, car, cnr):
+                break
+            E = _energy_grad(m, fo, xs[cu], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[cu], ts[cu],
+                             ws[cu], vs[cu], Rj, R2, Gs[cu], fs[cu], wr, gs[cu], s33, s3)
+            hessian(m, fo, xs[cu], qc, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
+                    canr, K, Z, F, Xk, H, D, s33, s3, s36)
+            mu, limit, gnorm = mu0, math.inf, _measure(gs[cu], D)
+        for _ in range(max_iter):
+            if gnorm < tol:
+                conv = True
+                break
+            g = gs[cu]
             ok = _damped_step(H, D, mu, g, Af, dx, piv)
             length2 = _length2(dx, D)
-        gdx = 0.0
-        for j in range(nv):
-            gdx += g[j] * dx[j]
-        pred = 0.5 * (mu * length2 - gdx)  # −(g·δ + ½ δᵀHδ) with Hδ = −g − μDδ (optim/lm.py _trial_step)
-        if not ok:
+            while ok and length2 > limit and math.isfinite(length2) and mu < _MU_MAX:  # after a rejection (lm.py)
+                mu = min(mu * _MU_GROW, _MU_MAX)
+                ok = _damped_step(H, D, mu, g, Af, dx, piv)
+                length2 = _length2(dx, D)
+            gdx = 0.0
             for j in range(nv):
-                dx[j] = 0.0
-        nx = 1 - cu
-        integrate(m, xs[cu], dx, xs[nx])
-        E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
-                             ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], s33, s3)
-        band = _EPS_BAND * eps * max(abs(E), abs(E_try))
-        accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
-        iters += 1
-        if accept:
-            mu = mu / _MU_SHRINK
-        else:
-            mu = min(max(mu * _MU_GROW, _MU_AFTER_REJECT), _MU_MAX)
-        limit = math.inf if accept or not ok else _STEP_SHRINK * _STEP_SHRINK * length2
-        if accept:  # (a rejected trial's gradient is never measured: it is dropped)
-            gn_try = _measure(gs[nx], D)
-            if gn_try >= tol:
-                hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
-                        car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
+                gdx += g[j] * dx[j]
+            pred = 0.5 * (mu * length2 - gdx)  # −(g·δ + ½ δᵀHδ) with Hδ = −g − μDδ (optim/lm.py _trial_step)
+            if not ok:
+                for j in range(nv):
+                    dx[j] = 0.0
+            nx = 1 - cu
+            integrate(m, xs[cu], dx, xs[nx])
+            E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
+                                 ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], s33, s3)
+            band = _EPS_BAND * eps * max(abs(E), abs(E_try))
+            accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
+            iters += 1
+            if accept:
+                mu = mu / _MU_SHRINK
+            else:
+                mu = min(max(mu * _MU_GROW, _MU_AFTER_REJECT), _MU_MAX)
+            limit = math.inf if accept or not ok else _STEP_SHRINK * _STEP_SHRINK * length2
+            if accept:  # (a rejected trial's gradient is never measured: it is dropped)
                 gn_try = _measure(gs[nx], D)
-            cu, E, gnorm = nx, E_try, gn_try
-    if gnorm < tol:
-        conv = True
+                if gn_try >= tol:
+                    hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
+                            car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
+                    gn_try = _measure(gs[nx], D)
+                cu, E, gnorm = nx, E_try, gn_try
+    conv = gnorm < tol
     for k in range(nq):
         out_q[r, k] = xs[cu, k]
     out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv

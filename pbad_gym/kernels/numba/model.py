@@ -15,9 +15,10 @@ JOINT_CODES = {"hinge": 0, "slide": 1, "universal": 2, "ball": 3, "free": 4}
 FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
 
 # indices into KernelForces.flags / KernelForces.scalars
-F_GRAVITY, F_DRAG, F_CONTACT, F_FRICTION, F_LIMITS, F_DAMPING, F_ARMATURE, F_EXACT, F_MAX_ITER = range(9)
+(F_GRAVITY, F_DRAG, F_CONTACT, F_FRICTION, F_LIMITS, F_DAMPING, F_ARMATURE, F_EXACT, F_MAX_ITER, F_CONE_PASSES,
+ F_CAP_APPLIED) = range(11)
 (S_DT, S_TOL, S_LIMIT_K, S_CONTACT_K, S_CONTACT_D, S_MU, S_SLIP_EPS, S_HEIGHT, S_MACH_EPS, S_MU0, S_CONTACT_DN,
- S_LIMIT_D) = range(12)
+ S_LIMIT_D, S_CONE_TOL) = range(13)
 # columns of the energy-terms output (B, N_TERMS) of the kernel's finish (integrators.state.EnergyTerms' fields):
 # kinetic energy [J], actuation coefficient [√J/s], limit energy [J], contact normal energy [J], centre of mass [m]
 T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, T_COM = 0, 1, 2, 3, 4
@@ -122,7 +123,7 @@ def kernel_forces(body, forces, dt, *, max_iter, tol, hessian, dtype=np.float64)
     dtype = np.dtype(dtype)
     f = lambda a: np.ascontiguousarray(np.asarray(a, dtype=dtype))  # noqa: E731
     c = forces.contact
-    flags = np.zeros(9, np.int64)
+    flags = np.zeros(11, np.int64)
     flags[F_GRAVITY] = forces.has_gravity
     flags[F_DRAG] = forces.drag is not None
     flags[F_CONTACT] = c is not None
@@ -132,12 +133,15 @@ def kernel_forces(body, forces, dt, *, max_iter, tol, hessian, dtype=np.float64)
     flags[F_ARMATURE] = body.has_armature
     flags[F_EXACT] = hessian == "exact"
     flags[F_MAX_ITER] = int(max_iter)
-    s = np.zeros(12)
+    if c is not None and c.friction == "coulomb" and c.friction_cap == "applied":
+        flags[F_CAP_APPLIED], flags[F_CONE_PASSES] = 1, c.cone_passes
+    s = np.zeros(13)
     s[S_DT], s[S_TOL], s[S_LIMIT_K], s[S_LIMIT_D] = dt, tol, forces.limit_stiffness, forces.limit_damping
     if c is not None:
         s[S_CONTACT_K], s[S_CONTACT_D], s[S_MU] = c.stiffness, c.damping, c.mu
         s[S_CONTACT_DN] = c.normal_damping
         s[S_SLIP_EPS], s[S_HEIGHT] = c.slip_velocity * dt, c.height
+        s[S_CONE_TOL] = c.cone_tol
     s[S_MACH_EPS], s[S_MU0] = np.finfo(dtype).eps, 1e-6
     drag = np.zeros((body.L, 3)) if forces.drag is None else forces.drag
     damping = f(np.zeros(body.nv) if forces.damping is None else forces.damping)

@@ -1,0 +1,166 @@
+"""Analytic contact checks of the penalty ground contact, on Spider-v3's contact model and physics step.
+
+    pbad-bench contact [--dt 0.001] [--quick]
+
+Each check runs a rigid body in the Simulator with the ground contact Spider-v3 uses (stiffness 2e4 N/m, normal
+damping 135 N s/m, smoothed Coulomb friction μ = 1 capped by the step's applied normal force) and compares with
+the closed-form answer:
+
+- incline: a 2 kg box on a plane tilted by θ (gravity tilted instead of the ground) sticks for tan θ < μ and
+  slides with acceleration g(sin θ − μ cos θ) above it; checked at tan θ = 0.97 μ and 1.03 μ (threshold) and at
+  θ = 60° (acceleration, within 1 %);
+- stopping distance: the box launched at v0 = 1 m/s stops after v0²/(2μg) (within 2 %);
+- rebound: a ball dropped from 0.5 m rebounds to less than 15 % of the drop, at Δt and at Δt/10;
+- resting drift: the box left on level ground drifts less than 0.1 mm in 10 s (``--quick``: 2 s).
+
+The friction cone along the walkers' rollouts is ``pbad-bench energy``'s cone column. Writes contact.csv and a
+PNG of the incline's acceleration beside its closed form.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import machine, out_dir, print_table, stamp, write_csv
+
+G = 9.81
+MU = 1.0
+CONTACT = dict(stiffness=2e4, friction="coulomb", mu=MU, slip_velocity=0.01, normal_damping=135.0)
+
+
+def add_arguments(p):
+    p.add_argument("--dt", type=float, default=0.001, help="physics step [s] (default 0.001, Spider-v3's)")
+    p.add_argument("--quick", action="store_true", help="shorter runs (2 s of resting drift)")
+
+
+def _box():
+    from ..model import Body, Box, Joint, Link
+
+    return Body([Link("box", -1, Joint("free"), shapes=[Box(half_size=(0.1, 0.1, 0.05), density=500.0)])])
+
+
+def _ball():
+    from ..model import Body, Joint, Link, Sphere
+
+    return Body([Link("ball", -1, Joint("free"), shapes=[Sphere(radius=0.04, density=860.0)])])
+
+
+def _resting(dt, theta=0.0, contact=None, settle=0.2):
+    """(body, Simulator) of the box settled on ground tilted by ``theta`` [rad] about y, gravity tilted instead."""
+    from ..simulator import Simulator
+
+    body = _box()
+    gravity = (G * np.sin(theta), 0.0, -G * np.cos(theta))
+    sim = Simulator(body, dt=dt, gravity=gravity, contact=dict(CONTACT, **(contact or {})))
+    q = body.q0().copy()
+    q[2] = 0.05
+    sim.reset(q=q)
+    for _ in range(int(round(settle / dt))):
+        sim.step()
+    return body, sim
+
+
+def incline(dt, tan_ratio=None, theta=None, seconds=1.0):
+    """Slide of the box on the incline (tan θ = tan_ratio·μ, or θ [rad]): (distance [m] over ``seconds`` after
+    settling, mean acceleration along the slope over the last half [m/s²], g(sin θ − μ cos θ) clipped at 0)."""
+    theta = np.arctan(tan_ratio * MU) if theta is None else theta
+    body, sim = _resting(dt, theta)  # settles (0.2 s) on the slope itself: the fit below skips the first half
+    x0 = float(sim.q[0, 0])
+    n = int(round(seconds / dt))
+    xs, vs = [], []
+    for _ in range(n):
+        sim.step()
+        xs.append(float(sim.q[0, 0]))
+        vs.append(float(sim.qd[0, 0]))
+    half = n // 2
+    accel = (vs[-1] - vs[half]) / ((n - 1 - half) * dt)
+    return xs[-1] - x0, accel, max(0.0, G * (np.sin(theta) - MU * np.cos(theta)))
+
+
+def stopping_distance(dt, v0=1.0):
+    """(distance [m] until the box launched at v0 [m/s] on level ground stops, v0²/(2μg))."""
+    body, sim = _resting(dt)
+    qd = np.zeros(body.nv)
+    qd[0] = v0
+    x0 = float(sim.q[0, 0])
+    sim.reset(q=sim.q, qd=qd)
+    for _ in range(int(round(2 * v0 / (MU * G) / dt))):
+        sim.step()
+    return float(sim.q[0, 0]) - x0, v0 * v0 / (2 * MU * G)
+
+
+def rebound(dt, drop=0.5):
+    """(highest rebound of the ball's bottom after its first impact [m], drop height [m])."""
+    from ..simulator import Simulator
+
+    body = _ball()
+    sim = Simulator(body, dt=dt, contact=dict(CONTACT))
+    q = body.q0().copy()
+    q[2] = 0.04 + drop
+    sim.reset(q=q)
+    z, hit, best = [], False, 0.0
+    for _ in range(int(round((np.sqrt(2 * drop / G) + 0.5) / dt))):
+        sim.step()
+        h = float(sim.q[0, 2]) - 0.04
+        hit = hit or h < 0.0
+        if hit:
+            best = max(best, h)
+        z.append(h)
+    return best, drop
+
+
+def resting_drift(dt, seconds=10.0):
+    """Largest displacement [m] of the resting box over ``seconds``."""
+    body, sim = _resting(dt)
+    q0 = np.asarray(sim.q[0, :3]).copy()
+    drift = 0.0
+    for _ in range(int(round(seconds / dt))):
+        sim.step()
+        drift = max(drift, float(np.linalg.norm(np.asarray(sim.q[0, :3]) - q0)))
+    return drift
+
+
+def run(args):
+    from tqdm import tqdm
+
+    out = out_dir(args.out, "contact")
+    dt = args.dt
+    rows = []
+    checks = [("incline tanθ = 0.97μ: slide [m] in 1 s", lambda: incline(dt, 0.97)[0], 0.0, "< 1e-4"),
+              ("incline tanθ = 1.03μ: slide [m] in 1 s", lambda: incline(dt, 1.03)[0], None, "> 1e-3"),
+              ("incline 60°: acceleration [m/s²]", lambda: incline(dt, theta=np.pi / 3)[1],
+               G * (np.sin(np.pi / 3) - MU * np.cos(np.pi / 3)), "within 1 %"),
+              ("stopping distance from 1 m/s [m]", lambda: stopping_distance(dt)[0], 1 / (2 * MU * G), "within 2 %"),
+              (f"rebound from 0.5 m at Δt={dt:g} [m]", lambda: rebound(dt)[0], 0.0, "< 0.075"),
+              (f"rebound from 0.5 m at Δt={dt / 10:g} [m]", lambda: rebound(dt / 10)[0], 0.0, "< 0.075"),
+              (f"resting drift in {2 if args.quick else 10} s [m]",
+               lambda: resting_drift(dt, 2.0 if args.quick else 10.0), 0.0, "< 1e-4")]
+    for name, fn, expected, goal in tqdm(checks, desc="contact checks"):
+        rows.append([name, fn(), "" if expected is None else expected, goal])
+    header = ["check", "measured", "closed form", "goal"]
+    write_csv(out / "contact.csv", rows, header)
+    print_table(rows, header, title=f"contact checks at dt={dt:g} s, {stamp()}, {machine()}")
+    _plot(dt, out / "contact.png")
+    print(f"wrote {out}/contact.csv, {out}/contact.png")
+    return 0
+
+
+def _plot(dt, path):
+    """Measured slope acceleration against g(sin θ − μ cos θ) over θ."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    thetas = np.deg2rad(np.arange(30, 76, 5))
+    meas = [incline(dt, theta=t, seconds=0.6)[1] for t in thetas]
+    fine = np.linspace(thetas[0], thetas[-1], 200)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(np.rad2deg(fine), np.maximum(0, G * (np.sin(fine) - MU * np.cos(fine))), "k-", label="g(sin θ − μ cos θ)")
+    ax.plot(np.rad2deg(thetas), meas, "o", label=f"PBAD, Δt = {dt:g} s")
+    ax.axvline(np.rad2deg(np.arctan(MU)), color="grey", lw=0.5)
+    ax.set_xlabel("incline θ [deg]")
+    ax.set_ylabel("acceleration along the slope [m/s²]")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,220 @@
+"""Where the actuators' work goes: an energy ledger of the penalty-contact walkers, per physics step.
+
+    pbad-bench energy [--envs Spider-v3 Spider-v2] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
+        [--gait FILE.csv]
+
+Each row runs ``--seconds`` of simulated time from a reset, under uniformly random actions held for one control
+interval (0.05 s), or under an open-loop oscillator gait (``--gait``: a CSV of search vectors, one per line, as
+``pbad-bench search`` decodes them), stepping the Simulator one physics step at a time. Over every step
+q_k -> q_{k+1} (Δq = q_{k+1} ⊖ q_k) the ledger books, from the engine's own terms:
+
+- actuator work W = τ·Δq;
+- ΔE, the change of the mechanical energy E = ½ q̇ᵀM q̇ (q̇ = Δq/Δt, armature included) + gravity + the springs
+  of the joint-limit and contact penalties (the parts that store energy);
+- joint damping: its force b·Δq/Δt times Δq;
+- limit damping: the clamped Kelvin-Voigt limit force minus its spring part, times Δq;
+- contact damping: the normal force the step applied minus its spring part D1·d, times the spheres' normal
+  displacement;
+- friction: the tangential ground force the step applied times the spheres' tangential displacement;
+- numerical dissipation, the rest: W − ΔE − (the four above). It is what the implicit step itself removes (for
+  a continuous-time motion it would be 0) and should vanish as Δt shrinks.
+
+Totals per row (J) and the shares of W go to a CSV and a bar chart; the friction-cone check (the friction
+impulse beyond μ·F_n over the total friction impulse) rides along.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .common import machine, out_dir, print_table, stamp, write_csv
+
+PARTS = ("delta_E", "joint_damping", "limit_damping", "contact_damping", "friction", "numerical")
+CONTROL = 0.05  # [s] the walkers' control interval: actions are held this long whatever Δt is
+
+
+def add_arguments(p):
+    p.add_argument("--envs", nargs="+", default=["Spider-v3", "Spider-v2"], help="pbad_gym walker ids (no prefix)")
+    p.add_argument("--dt", nargs="+", type=float, default=None,
+                   help="physics steps [s] to run each env at (default: each env's own)")
+    p.add_argument("--rows", type=int, default=8, help="rows (independent episodes) per run (default 8)")
+    p.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per row (default 10)")
+    p.add_argument("--gait", default=None, help="CSV of oscillator search vectors (one per row, cycled); "
+                                                "default: random actions")
+    p.add_argument("--seed", type=int, default=0, help="reset and action seed (default 0)")
+
+
+def _make(env_id, dt, rows, **kwargs):
+    """A native vector env of ``env_id`` (further ``kwargs``) with physics step ``dt`` (None: its own) and the
+    control interval kept at 0.05 s; no termination, no time limit."""
+    import gymnasium
+
+    import pbad_gym  # noqa: F401  (registers the ids)
+
+    kwargs.update(terminate_when_unhealthy=False, max_episode_steps=None)
+    if dt is not None:
+        kwargs.update(dt=dt, frame_skip=max(1, int(round(CONTROL / dt))))
+    env = gymnasium.make_vec(f"pbad_gym/{env_id}", num_envs=rows, vectorization_mode="vector_entry_point",
+                             **kwargs)
+    return env
+
+
+def _stored(body, forces, q):
+    """Stored (spring) energies [J] (B,) at q: the joint-limit and contact penalties without their damping."""
+    from ..energies import limit_terms, sphere_centres
+    from ..energies.contact import normal_point_terms
+    from ..kinematics import forward_kinematics
+
+    out = np.zeros(q.shape[0])
+    if forces.limit_stiffness > 0:
+        out += limit_terms(body, q, forces.limit_stiffness, derivatives=False).value
+    if forces.contact is not None:
+        out += normal_point_terms(body, sphere_centres(body, forward_kinematics(body, q)), forces.contact, False)[0]
+    return out
+
+
+def step_ledger(body, forces, dt, q0, q1, tau, force):
+    """The ledger of one step from q0 to q1 (B, nq) under tau (B, nv) with the ground force ``force`` (B, S, 3)
+    [N] the step applied (None without contact): dict of (B,) [J] with keys "work", "E1" (the mechanical energy
+    after the step) and the dissipations joint_damping, limit_damping, contact_damping, friction."""
+    from ..dynamics import energy
+    from ..energies import damping_terms, limit_terms, sphere_centres
+    from ..energies.contact import penetration
+    from ..kinematics import difference, forward_kinematics
+
+    dq = difference(body, q0, q1)
+    ke, pe = energy(body, q1, dq / dt, forces.gravity)
+    out = {"work": np.einsum("bi,bi->b", tau, dq), "E1": ke + pe + _stored(body, forces, q1)}
+    zero = np.zeros(q0.shape[0])
+    out["joint_damping"] = (np.einsum("bi,bi->b", damping_terms(body, q1, q0, forces.damping, dt).grad, dq)
+                            if forces.has_damping else zero)
+    if forces.limit_stiffness > 0 and forces.limit_damping > 0:
+        full = limit_terms(body, q1, forces.limit_stiffness, True, q0, forces.limit_damping, dt).grad
+        spring = limit_terms(body, q1, forces.limit_stiffness, True).grad
+        out["limit_damping"] = np.einsum("bi,bi->b", full - spring, dq)
+    else:
+        out["limit_damping"] = zero
+    if forces.contact is None:
+        out["contact_damping"] = out["friction"] = zero
+        return out
+    c = forces.contact
+    P0, P1 = (sphere_centres(body, forward_kinematics(body, q)) for q in (q0, q1))
+    dP = P1 - P0
+    spring = c.stiffness * penetration(body, P1, c.height)
+    out["contact_damping"] = -((force[..., 2] - spring) * dP[..., 2]).sum(-1)
+    out["friction"] = -(force[..., :2] * dP[..., :2]).sum((-1, -2))
+    return out
+
+
+def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, **env_kwargs):
+    """Run ``rows`` rows of ``env_id`` (with ``env_kwargs``) at physics step ``dt`` for ``seconds`` and book every
+    step (module docstring).
+    Returns (totals: dict of (rows,) [J] with "work" and PARTS, cone: (excess impulse, friction impulse) [N s],
+    mean LM iterations per physics step, the physics step used [s])."""
+    from ..energies import cone_excess
+    from .search import oscillator
+
+    env = _make(env_id, dt, rows, **env_kwargs)
+    sim, body = env.sim, env.body
+    forces, h = sim.model.forces, sim.dt
+    hold = max(1, int(round(CONTROL / h)))
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    from ..dynamics import energy
+
+    q0 = np.asarray(sim.q).copy()
+    ke, pe = energy(body, q0, np.asarray(sim.qd), forces.gravity)
+    E0 = ke + pe + _stored(body, forces, q0)
+    totals = {k: np.zeros(rows) for k in ("work",) + PARTS}
+    excess = friction = 0.0
+    iters = []
+    steps = int(round(seconds / h))
+    gear, cols = np.asarray(env.gear, dtype=float), env._actuated_columns
+    n_act = len(gear)
+    for k in range(steps):
+        if k % hold == 0:
+            a = (rng.uniform(-1, 1, (rows, n_act)) if gait is None else _gait_action(gait, k * h, oscillator))
+            tau = np.zeros((rows, body.nv))
+            tau[:, cols] = np.clip(a, -1, 1) * gear
+        q_prev = np.asarray(sim.q).copy()
+        info = sim.step(tau)
+        iters.append(np.mean(info["iterations"]))
+        q1 = np.asarray(sim.q).copy()
+        F = None if forces.contact is None else np.asarray(sim.contact_forces)
+        led = step_ledger(body, forces, h, q_prev, q1, tau, F)
+        for key in ("work", "joint_damping", "limit_damping", "contact_damping", "friction"):
+            totals[key] += led[key]
+        if F is not None:
+            excess += cone_excess(F, forces.contact.mu).sum() * h
+            friction += np.hypot(F[..., 0], F[..., 1]).sum() * h
+        if progress is not None:
+            progress(k + 1, steps)
+    totals["delta_E"] = led["E1"] - E0
+    totals["numerical"] = totals["work"] - sum(totals[p] for p in PARTS[:-1])
+    return totals, (excess, friction), float(np.mean(iters)), h
+
+
+def _gait_action(X, t, oscillator):
+    """Actions (rows, n_act) of oscillator search vectors X (rows, 2·n_act + 1) at time t [s] (bench.search's
+    decoding with its default frequency band)."""
+    n_act = (X.shape[1] - 1) // 2
+    out = np.empty((X.shape[0], n_act))
+    for i, x in enumerate(X):
+        amp, f, ph = oscillator(x, n_act, 0.25, 3.0)
+        out[i] = amp * np.sin(2 * np.pi * f * t + ph)
+    return out
+
+
+def run(args):
+    from tqdm import tqdm
+
+    out = out_dir(args.out, "energy")
+    gait = None if args.gait is None else np.atleast_2d(np.loadtxt(args.gait, delimiter=","))
+    if gait is not None:
+        gait = gait[np.arange(args.rows) % len(gait)]
+    rows, header = [], ["env", "dt", "work_J"] + [f"{p}_share" for p in PARTS] + ["cone_excess_share", "lm_iters"]
+    for env_id in args.envs:
+        for dt in (args.dt or [None]):
+            bar = tqdm(total=1, desc=f"{env_id} dt={dt or 'default'}", leave=False)
+
+            def progress(k, n):
+                bar.total = n
+                bar.n = k
+                if k % 200 == 0 or k == n:
+                    bar.refresh()
+
+            t0 = time.time()
+            tot, (ex, fr), its, h = ledger(env_id, dt, args.rows, args.seconds, args.seed, gait, progress)
+            bar.close()
+            W = tot["work"].sum()
+            rows.append([env_id, h, W] + [tot[p].sum() / W for p in PARTS] + [ex / fr if fr > 0 else 0.0, its])
+            print(f"{env_id} dt={h}: {time.time() - t0:.0f} s", flush=True)
+    write_csv(out / "energy.csv", rows, header)
+    print_table(rows, header, title=f"energy ledger, {args.rows} rows x {args.seconds:g} s "
+                                    f"({'gait ' + args.gait if args.gait else 'random actions'}), seed {args.seed}")
+    _plot(rows, out / "energy.png")
+    print(f"{stamp()} {machine()}  -> {out / 'energy.csv'}, {out / 'energy.png'}")
+    return 0
+
+
+def _plot(rows, path):
+    """Stacked shares of the actuator work, one bar per (env, Δt)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.2 * len(rows) + 3, 4))
+    labels = [f"{r[0]}\nΔt={r[1]:g}" for r in rows]
+    bottom = np.zeros(len(rows))
+    for i, part in enumerate(PARTS):
+        share = np.array([r[3 + i] for r in rows])
+        ax.bar(labels, share, bottom=bottom, label=part.replace("_", " "))
+        bottom += share
+    ax.axhline(1.0, color="k", lw=0.5)
+    ax.set_ylabel("share of actuator work")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
