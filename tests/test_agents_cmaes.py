@@ -129,3 +129,16 @@ def test_killed_run_resumes_to_the_same_final_metrics(tmp_path, sig, uninterrupt
     assert "done" in out.stdout
     assert _metrics(run) == _metrics(ref)
     assert not [f for f in os.listdir(run) if f.endswith(".tmp")]
+
+
+def test_resume_without_a_checkpoint_raises_and_starts_nothing_over(tmp_path):
+    from pbad_gym.agents.runio import RunFileError
+
+    cfg = config_from_dict({"name": "p", "env": {"id": "Pendulum-v1"},
+                            "cmaes": {"popsize": 4, "iterations": 2, "episode_steps": 20}})
+    cmaes.train(cfg, tmp_path, progress=False)
+    (tmp_path / "checkpoint.pkl").unlink()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(RunFileError, match="checkpoint.pkl does not exist"):
+        cmaes.train(cfg, tmp_path, resume=True, progress=False)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -67,7 +67,8 @@ def _seed_base(seed: int) -> int:
 
 def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True) -> dict:
     """Run CMA-ES for ``cfg.cmaes.iterations`` iterations into ``run_dir`` (resuming from its checkpoint.pkl when
-    ``resume``); returns the last metrics row (dict). Same config and seed → identical metrics.csv apart from the
+    ``resume``: a missing or unreadable one raises ``runio.RunFileError`` before any file is touched); returns the
+    last metrics row (dict). Same config and seed → identical metrics.csv apart from the
     wall_time and sps columns, whether or not the run was interrupted and resumed."""
     from tqdm.auto import tqdm
 
@@ -83,10 +84,11 @@ def train(cfg: TrainConfig, run_dir, resume: bool = False, progress: bool = True
                           act_dim=len(low), hidden=tuple(c.hidden) if c.policy == "mlp" else (),
                           frequency=c.frequency,
                           dt=env_dt(envs) if c.policy == "oscillator" else 1.0)
-        log = MetricsLog(run_dir / "metrics.csv", FIELDS)
         ckpt_path = run_dir / "checkpoint.pkl"
-        if resume:  # never a silent fresh start over the run's files: a missing checkpoint is an error
-            ck = read_run_pickle(ckpt_path, "nothing to resume from: start a fresh run")
+        # never a silent fresh start over the run's files: a missing checkpoint is an error, raised before any write
+        ck = read_run_pickle(ckpt_path, "nothing to resume from: start a fresh run") if resume else None
+        log = MetricsLog(run_dir / "metrics.csv", FIELDS)
+        if resume:
             es = pickle.loads(ck["es"])
             np.random.set_state(ck["np_random"])
             stats = RunningStats.from_state_dict(ck["obs_stats"])

@@ -221,7 +221,8 @@ def _fmt(x):
 def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     """Train a PPO policy on ``cfg.env`` with ``cfg.ppo``; writes metrics.csv, checkpoint.pkl, best_policy.pkl
     (the deterministic policy of the iteration with the highest return_mean so far) and learning_curve.png into
-    ``run_dir``. ``resume``: continue from ``run_dir/checkpoint.pkl``. Returns the last metrics row (dict)."""
+    ``run_dir``. ``resume``: continue from ``run_dir/checkpoint.pkl`` (a missing or unreadable one raises
+    ``runio.RunFileError`` before any file is touched). Returns the last metrics row (dict)."""
     import torch
     from tqdm import tqdm
 
@@ -254,9 +255,10 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
              "carried": dict.fromkeys(EPISODE_METRICS)}
     if constrained:
         state["lagrange_multiplier"] = p.lagrangian_init
+    # a missing or corrupt checkpoint is an error naming it (raised before any write), never a fresh start
+    ckpt = read_run_pickle(run_dir / "checkpoint.pkl", "nothing to resume from: start a fresh run") if resume else None
     log = MetricsLog(run_dir / "metrics.csv", METRICS + LAGRANGIAN_METRICS if constrained else METRICS)
-    if resume:  # a missing or corrupt checkpoint is an error naming it, never a fresh start over the run's files
-        ckpt = read_run_pickle(run_dir / "checkpoint.pkl", "nothing to resume from: start a fresh run")
+    if resume:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         obs_rms = RunningStats.from_state_dict(ckpt["obs_rms"])
