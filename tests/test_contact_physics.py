@@ -137,3 +137,15 @@ def test_numpy_and_numba_agree_on_the_applied_cap():
     np.testing.assert_allclose(out[0][0], out[1][0], atol=1e-10)
     np.testing.assert_array_equal(out[0][1], out[1][1])
     np.testing.assert_allclose(out[0][2], out[1][2], atol=1e-6)
+
+
+def test_bench_energy_and_contact_write_their_csv_and_png(tmp_path):
+    from pbad_gym.cli import bench_main
+
+    out = tmp_path / "res"
+    assert bench_main(["energy", "--envs", "Spider-v3", "--rows", "2", "--seconds", "0.1", "--out", str(out)]) == 0
+    lines = (out / "energy" / "energy.csv").read_text().splitlines()
+    assert lines[0].startswith("env,dt,work_J") and lines[1].startswith("Spider-v3,0.001,")
+    assert bench_main(["contact", "--quick", "--out", str(out)]) == 0
+    assert len((out / "contact" / "contact.csv").read_text().splitlines()) == 8
+    assert (out / "energy" / "energy.png").stat().st_size > 0 and (out / "contact" / "contact.png").stat().st_size > 0

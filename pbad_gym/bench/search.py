@@ -17,8 +17,9 @@ files; each generation is evaluated as the rows of ONE vector env (``gymnasium.m
 The best candidate is then re-evaluated on fresh reset seeds (one vector env of ``--popsize`` rows); the table
 gives the best generation score and that re-evaluation's mean, and for the pbad_gym walker the same gait's mean
 speed at Δt/10 (the step's gait-level accuracy: the same actions at the same control times, the physics step
-divided by 10 and frame_skip multiplied by 10). Targets printed: the Spider moves at least half as fast as Ant-v5;
-the linear policy swims at least 10 m in 1000 Swimmer-v1 steps.
+divided by 10 and frame_skip multiplied by 10), with the number of re-evaluation rows that fell at either step.
+Targets printed: the Spider moves at least half as fast as Ant-v5; the linear policy swims at least 10 m in 1000
+Swimmer-v1 steps.
 """
 from __future__ import annotations
 
@@ -138,9 +139,10 @@ def finer_physics(env, factor=10):
     return {"dt": u.sim.dt / factor, "frame_skip": u.frame_skip * factor}
 
 
-def gait_speed(env, X, seconds, seed, fmin, fmax):
+def gait_speed(env, X, seconds, seed, fmin, fmax, falls=False):
     """Forward speed [m/s] (n,) of open-loop gaits X (n, 2·n_act + 1), one per row of vector env ``env``, over
-    episodes of ``seconds`` simulated seconds (a fall ends the displacement early)."""
+    episodes of ``seconds`` simulated seconds (a fall ends the displacement early); with ``falls`` also which rows
+    ended early (n,) bool."""
     n_act = env.single_action_space.shape[0]
     dt = _dt(env)
     steps = int(round(seconds / dt))
@@ -156,8 +158,8 @@ def gait_speed(env, X, seconds, seed, fmin, fmax):
     def act(k, obs):
         return A * np.sin(2 * np.pi * f * (k + 0.5) * dt + phi)
 
-    disp, _ = rollout(env, act, steps, seed)
-    return disp / (steps * dt)
+    disp, early = rollout(env, act, steps, seed)
+    return (disp / (steps * dt), early) if falls else disp / (steps * dt)
 
 
 def _make_walker(env_id, n, args):
@@ -191,15 +193,17 @@ def walk_search(env_id, args, iterations, popsize, seconds):
                                                                f"{h[0]:.3f} m/s, mean {h[1]:.3f} m/s", flush=True))
     wall = time.perf_counter() - t0
     best_rows = np.tile(best_x, (popsize, 1))
-    again = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax)
+    again, fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax, falls=True)
     env.close()
-    fine = None
+    fine, fine_fell = None, None
     if env_id.startswith("pbad_gym/"):  # gait-level accuracy of the step: the same gait at Δt/10
         env = _make_vec(env_id, popsize, **finer_physics(env))
-        fine = float(np.mean(gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax)))
+        speeds, fine_fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax,
+                                       falls=True)
+        fine, fine_fell = float(np.mean(speeds)), int(fine_fell.sum())
         env.close()
-    print(f"    {env_id}: best gait {np.array2string(best_x, precision=3, max_line_width=200)}", flush=True)
-    return best, float(np.mean(again)), dt, steps, wall, history, fine
+    print(f"    {env_id}: best gait {np.array2string(best_x, precision=17, max_line_width=10 ** 4)}", flush=True)
+    return best, float(np.mean(again)), dt, steps, wall, history, fine, int(fell.sum()), fine_fell
 
 
 def swim_search(env_id, args, iterations, popsize, steps):
@@ -250,21 +254,22 @@ def run(args):
     if "walk" in args.tasks:
         for name, env_id in WALKERS:
             if (env_id.startswith("pbad_gym/") or have_mj) and (args.envs is None or name in args.envs):
-                best, mean, dt, steps, wall, hist, fine = walk_search(env_id, args, iterations, popsize, seconds)
+                best, mean, dt, steps, wall, hist, fine, fell, fine_fell = walk_search(env_id, args, iterations,
+                                                                                        popsize, seconds)
                 rows.append(("walk open-loop", name, dt, steps, steps * dt, best, mean, "m/s", wall,
-                             "" if fine is None else fine))
+                             "" if fine is None else fine, fell, "" if fine_fell is None else fine_fell))
                 curves[name] = hist
     if "swim" in args.tasks:
         for name, env_id in SWIMMERS:
             if (env_id.startswith("pbad_gym/") or have_mj) and (args.envs is None or name in args.envs):
                 best, mean, dt, steps, wall, hist = swim_search(env_id, args, iterations, popsize, swim_steps)
-                rows.append(("swim linear tanh", name, dt, steps, steps * dt, best, mean, "m", wall, ""))
+                rows.append(("swim linear tanh", name, dt, steps, steps * dt, best, mean, "m", wall, "", "", ""))
                 curves[name] = hist
     header = ["task", "env", "dt_s", "steps", "sim_seconds", "best_of_generations", "reevaluated_mean", "unit",
-              "wall_s", "reevaluated_mean_at_dt_over_10"]
+              "wall_s", "reevaluated_mean_at_dt_over_10", "falls", "falls_at_dt_over_10"]
     write_csv(out / "search.csv", rows, header)
     print_table(rows, ["task", "env", "dt [s]", "steps", "sim s", "best", "re-evaluated", "unit", "wall [s]",
-                       "at dt/10"], "Independent CMA-ES search")
+                       "at dt/10", "falls", "falls dt/10"], "Independent CMA-ES search")
     score = {r[1]: r[6] for r in rows}
     for spider in ("Spider-v3", "Spider-v2"):
         if spider in score and "Ant-v5" in score:
