@@ -79,3 +79,55 @@ def test_reset_step_info_reports_the_reset_state():
     np.testing.assert_array_equal(reward, 0.0)
     np.testing.assert_array_equal(info["x_position"], com[:, 0])
     assert np.all(info["x_position"] != 0.0)
+
+
+# issue 22: values that used to slip through, each refused naming its argument
+@pytest.mark.parametrize("env_id", IDS)
+@pytest.mark.parametrize("gear", ["40", True, "per-actuator strings", "per-actuator bools", "bool array"])
+def test_gear_refuses_strings_and_bools(env_id, gear):
+    n_act = len(gym.make_vec(env_id, num_envs=1).unwrapped.actuated)
+    gear = {"per-actuator strings": ["40"] * n_act, "per-actuator bools": [True] * n_act,
+            "bool array": np.ones(n_act, dtype=bool)}.get(gear, gear)
+    with pytest.raises(ValueError, match="gear must be a positive number"):
+        gym.make_vec(env_id, num_envs=1, gear=gear)
+
+
+def test_gear_accepts_numbers_of_any_numeric_type():
+    env = gym.make_vec("pbad_gym/Swimmer-v1", num_envs=1, gear=np.array([10, 20, 30], dtype=np.int32))
+    np.testing.assert_array_equal(env.unwrapped.gear, [10.0, 20.0, 30.0])
+    assert gym.make_vec("pbad_gym/Swimmer-v1", num_envs=1, gear=np.float32(25.0)).unwrapped.gear[0] == 25.0
+
+
+@pytest.mark.parametrize("name, value", [("frame_skip", 2.0), ("max_episode_steps", 20.0), ("num_envs", 2.0),
+                                         ("frame_skip", True), ("max_episode_steps", "20"), ("frame_skip", 0)])
+def test_counts_must_be_integers(name, value):
+    kwargs = {"num_envs": 1, name: value}
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+        gym.make_vec("pbad_gym/Swimmer-v1", vectorization_mode="vector_entry_point", **kwargs)
+
+
+def test_counts_accept_numpy_integers():
+    env = gym.make_vec("pbad_gym/Swimmer-v1", num_envs=np.int64(2), frame_skip=np.int32(2),
+                       max_episode_steps=np.int64(20))
+    assert (env.num_envs, env.unwrapped.frame_skip, env.unwrapped.max_episode_steps) == (2, 2, 20)
+    assert type(env.unwrapped.frame_skip) is int
+
+
+@pytest.mark.parametrize("env_id, name", [(i, "ctrl_cost_weight") for i in IDS]
+                         + [(i, "contact_cost_weight") for i in IDS[1:]])
+def test_cost_weights_must_be_non_negative(env_id, name):
+    with pytest.raises(ValueError, match=f"{name} must be non-negative"):
+        gym.make_vec(env_id, num_envs=1, **{name: -0.5})
+    assert getattr(gym.make_vec(env_id, num_envs=1, **{name: 0.0}).unwrapped, name) == 0.0
+
+
+@pytest.mark.parametrize("env_id", IDS + ["pbad_gym/Swimmer-v0", "pbad_gym/Spider-v0", "pbad_gym/Spider-v3"])
+def test_reset_noise_scale_is_bounded(env_id):
+    with pytest.raises(ValueError, match=r"reset_noise_scale must be in \[0, 1.0\], got 5.0: it is the half-width"):
+        gym.make_vec(env_id, num_envs=1, reset_noise_scale=5.0)
+    with pytest.raises(ValueError, match=r"reset_noise_scale must be in \[0, 1.0\]"):
+        gym.make_vec(env_id, num_envs=1, reset_noise_scale=-0.1)
+    with pytest.raises(TypeError, match="reset_noise_scale must be a real number"):
+        gym.make_vec(env_id, num_envs=1, reset_noise_scale="0.1")
+    for ok in (0.0, 0.1, 1.0):  # the bound itself is accepted
+        assert gym.make_vec(env_id, num_envs=1, reset_noise_scale=ok).unwrapped.reset_noise_scale == ok

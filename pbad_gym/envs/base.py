@@ -12,8 +12,11 @@ Conventions shared by both forms:
   a wrong shape or a non-numeric dtype raises ``ValueError`` / ``TypeError``; NaN or inf raises ``ValueError``
   naming the sub-environments, unless ``nonfinite_action="zero"`` replaces them by 0 (reported in
   ``info["action_sanitised"]``);
-- autoreset NEXT_STEP (``metadata["autoreset_mode"]`` is the ``AutoresetMode`` enum): the step after a
-  sub-environment ended resets it, ignores its action and returns reward 0;
+- autoreset (``autoreset_mode``, recorded in ``metadata["autoreset_mode"]`` as the ``AutoresetMode`` enum):
+  NEXT_STEP (default): the step after a sub-environment ended resets it, ignores its action and returns reward 0;
+  SAME_STEP: the step that ends it resets it and returns the reset observation, the final observation and info
+  going into ``info["final_obs"]`` / ``info["final_info"]`` as ``SyncVectorEnv`` hands them out; DISABLED: no
+  automatic reset, ended rows are reset with ``reset(options={"reset_mask": mask})``;
 - sub-environment i draws its reset noise from its own generator, seeded with ``seed + i`` by
   ``reset(seed=seed)`` — the seeds ``SyncVectorEnv`` gives its sub-environments, so the native batch and
   ``make_vec(..., vectorization_mode="sync")`` produce the same trajectories;
@@ -28,6 +31,7 @@ Conventions shared by both forms:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import gymnasium
@@ -37,7 +41,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ..arrays import check_dtype, to_numpy
+from ..arrays import check_dtype, real_number, to_numpy
 from ..dynamics import centre_of_mass
 from ..integrators import LCPOptions, SolverOptions
 from ..integrators.impulse import CONTACT_MODELS
@@ -98,11 +102,54 @@ def actuated_index(actuated):
 
 
 def _positive_int(value, name, allow_none=False):
+    """``value`` as an int >= 1 (None passes when ``allow_none``): an ``int`` or NumPy integer, not a bool, a float
+    (2.0 is refused: a count given as a float is usually a computed value whose rounding nobody checked) or a
+    string; ValueError naming ``name`` otherwise."""
     if allow_none and value is None:
         return None
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer (int){' or None' if allow_none else ''}, got {value!r}"
+                         f" of type {type(value).__name__}")
     return int(value)
+
+
+# the bound on reset_noise_scale: U(-s, s) turns the base's rotation vector and every hinge by up to s rad and
+# s·N(0, 1) (or U(-s, s)) sets the joint speeds in rad/s, so s = 1 already means up to 57° about every axis; above it
+# the reset pose is no perturbation of the nominal pose any more (hinges pushed past their ranges, base rotations
+# heading for the rotation vector's wrap at π). The environments' defaults are 0.1.
+MAX_RESET_NOISE_SCALE = 1.0
+
+
+def check_reset_noise_scale(value) -> float:
+    """An environment's ``reset_noise_scale`` as a float in [0, :data:`MAX_RESET_NOISE_SCALE`]: TypeError naming it
+    unless a real number, ValueError naming it and the bound otherwise."""
+    s = real_number(value, "reset_noise_scale")
+    if not 0.0 <= s <= MAX_RESET_NOISE_SCALE:
+        raise ValueError(
+            f"reset_noise_scale must be in [0, {MAX_RESET_NOISE_SCALE}], got {value!r}: it is the half-width (rad; m "
+            f"for positions) of the uniform noise on every coordinate (base rotation and hinge angles included) and "
+            f"the scale of the velocity noise (rad/s, m/s), so {MAX_RESET_NOISE_SCALE} already turns every joint by "
+            "up to 57° and more is no perturbation of the reset pose; the defaults are 0.1")
+    return s
+
+
+AUTORESET_NAMES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+                   "disabled": AutoresetMode.DISABLED}
+
+
+def check_autoreset_mode(value) -> AutoresetMode:
+    """``autoreset_mode`` as the ``gymnasium.vector.AutoresetMode`` enum: the enum itself, its value ("NextStep",
+    as ``SyncVectorEnv`` accepts) or "next_step" / "same_step" / "disabled"; ValueError naming it otherwise."""
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str):
+        if value.lower() in AUTORESET_NAMES:
+            return AUTORESET_NAMES[value.lower()]
+        for mode in AutoresetMode:
+            if value == mode.value:
+                return mode
+    raise ValueError(f"autoreset_mode must be a gymnasium.vector.AutoresetMode (NEXT_STEP, SAME_STEP, DISABLED) or "
+                     f"one of {sorted(AUTORESET_NAMES)}, got {value!r}")
 
 
 class PBADVectorEnv(gymnasium.vector.VectorEnv):
@@ -130,7 +177,23 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     many sub-environments ``render()`` draws), array_type ("numpy" | "torch" | "cupy": what observations, rewards
     and flags are handed out as; :mod:`pbad_gym.envs.array_types`), frame_skip (physics steps of length ``dt``
     per env step, the action held over them, as MuJoCo's envs do; the env's ``dt`` attribute is then the control
-    interval frame_skip·Δt, and info["iterations"] sums the substeps' LM iterations).
+    interval frame_skip·Δt, and info["iterations"] sums the substeps' LM iterations), autoreset_mode (a
+    ``gymnasium.vector.AutoresetMode`` or "next_step" | "same_step" | "disabled", recorded in
+    ``metadata["autoreset_mode"]``, as Gymnasium's vector envs take it):
+
+    - NEXT_STEP (default): the step after a sub-environment terminated or truncated resets it, ignores its action
+      and returns its reset observation with reward 0, terminated and truncated False, and the reset state's
+      :meth:`_get_reset_info` entries in info (its float entries 0);
+    - SAME_STEP: the step that ends a sub-environment also resets it: it returns the reward and flags of the
+      ending step with the reset observation; ``info["final_obs"]`` (an object array (B,), a NumPy float32
+      observation at the ended rows and None elsewhere) with mask ``info["_final_obs"]``, and
+      ``info["final_info"]`` (the ending step's info: each entry a (B,) array, 0 at the rows that did not end,
+      with its mask ``"_" + key``) with mask ``info["_final_info"]``, as ``SyncVectorEnv`` builds them; the
+      top-level info of the ended rows holds the reset state's :meth:`_get_reset_info` entries and 0 (False)
+      in the others (where SyncVectorEnv has no entry for them);
+    - DISABLED: nothing is reset automatically; the caller resets the ended rows with
+      ``reset(options={"reset_mask": mask})`` (the other rows keep their state and observation), and stepping a
+      row that ended without that reset raises RuntimeError (SyncVectorEnv fails an assertion there).
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -143,8 +206,10 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                  contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
                  device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
-                 render_num_envs=4, array_type="numpy", frame_skip=1):
+                 render_num_envs=4, array_type="numpy", frame_skip=1, autoreset_mode=AutoresetMode.NEXT_STEP):
         self.num_envs = _positive_int(num_envs, "num_envs")
+        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.frame_skip = _positive_int(frame_skip, "frame_skip")
         self.array_export = ArrayExport(array_type, device)  # checked first: names array_type and its values
         self.array_type = self.array_export.array_type
@@ -209,7 +274,10 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         """Per-actuator torque scale [N m] (scalar or (n_act,)): the subclass's ``gear_value``, validated."""
         n_act = len(self.actuated)
         try:
-            g = np.asarray(self.gear_value, dtype=float)
+            elements = np.asarray(self.gear_value, dtype=object).ravel()
+            # real numbers only: np.asarray(..., dtype=float) would turn "40" into 40.0 and True into 1.0
+            g = np.asarray(self.gear_value, dtype=float) if all(
+                isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) for x in elements) else None
         except (TypeError, ValueError):
             g = None
         if g is None or g.shape not in ((), (n_act,)) or not (np.all(np.isfinite(g)) and np.all(g > 0)):
@@ -405,8 +473,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
 
     # --- gymnasium API --------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Reset every sub-environment, or those in ``options["reset_mask"]`` (B,) bool. ``seed`` (int) seeds
-        sub-environment i's generator with seed + i (a list of B ints or None seeds each one)."""
+        """Reset every sub-environment, or those in ``options["reset_mask"]`` (B,) bool (the others keep their
+        state and their observation; a mask without True resets nothing). ``seed`` (int) seeds sub-environment
+        i's generator with seed + i (a list of B ints or None seeds each one)."""
         super().reset(seed=seed if isinstance(seed, (int, np.integer)) else None)
         B = self.num_envs
         options = dict(options or {})
@@ -430,8 +499,9 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             if seeds[i] is not None or self._rngs[i] is None:
                 s = seeds[i] if seeds[i] is not None else int(self.np_random.integers(2**31 - 1))
                 self._rngs[i], _ = seeding.np_random(s)
-        self._reset_rows(mask)
-        self._refresh(mask if self._has_reset else None)
+        if mask.any():
+            self._reset_rows(mask)
+            self._refresh(mask if self._has_reset else None)
         self._has_reset = True
         return self.array_export.obs(self._obs.copy()), self._get_reset_info(self._last_summary)
 
@@ -458,6 +528,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     def step(self, actions):
         self._require_reset()
         a, sanitised = self._check_action(actions)
+        if self.autoreset_mode is not AutoresetMode.NEXT_STEP:
+            return self._step_same_step_or_disabled(a, sanitised)
         pending = self._needs_reset
         any_pending = pending.any()
         if any_pending:
@@ -484,6 +556,50 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self._needs_reset = terminated | truncated
         info["action_sanitised"] = sanitised
         return (*self.array_export(obs.copy(), reward, terminated, truncated), info)
+
+    def _step_same_step_or_disabled(self, a, sanitised):
+        """:meth:`step` under autoreset SAME_STEP or DISABLED (the class docstring) for checked actions ``a``."""
+        if self.autoreset_mode is AutoresetMode.DISABLED and self._needs_reset.any():
+            raise RuntimeError(
+                f"sub-environment(s) {np.nonzero(self._needs_reset)[0].tolist()} ended (terminated or truncated) "
+                "and autoreset_mode is DISABLED: reset them with reset(options={'reset_mask': mask}) before the next "
+                "step")
+        obs, reward, terminated, diverged, info = self._physics_step(a)
+        self._elapsed += 1
+        truncated = diverged
+        if self.max_episode_steps is not None:
+            truncated = truncated | (self._elapsed >= self.max_episode_steps)
+        truncated = truncated & ~terminated  # (a new array: diverged stays info["diverged"])
+        self._obs = obs
+        info["action_sanitised"] = sanitised
+        done = terminated | truncated
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self._needs_reset = done
+        elif done.any():
+            info = self._reset_ended_rows(done, obs, info)
+            obs = self._obs
+        return (*self.array_export(obs.copy(), reward, terminated, truncated), info)
+
+    def _reset_ended_rows(self, done, obs, info):
+        """SAME_STEP: reset the rows in ``done`` (B,) bool after a step that returned ``obs`` and ``info``; return
+        the step's info with the ended rows' final observation and info (SyncVectorEnv's keys and masks) and their
+        reset state's info; ``self._obs`` becomes the observations with the reset rows'."""
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        for i in np.nonzero(done)[0]:
+            final_obs[i] = obs[i].copy()
+        final_info = {}
+        for key, val in info.items():
+            final_info[key] = np.where(done.reshape((-1,) + (1,) * (val.ndim - 1)), val, np.zeros_like(val))
+            final_info["_" + key] = done.copy()
+        self._reset_rows(done)
+        self._refresh(done)
+        out = {key: np.where(done.reshape((-1,) + (1,) * (val.ndim - 1)), np.zeros_like(val), val)
+               for key, val in info.items()}
+        for key, val in self._get_reset_info(self._last_summary).items():  # the reset state (Gymnasium)
+            out[key] = np.where(done, val, out[key] if key in out else np.zeros_like(val))
+        out["final_obs"], out["_final_obs"] = final_obs, done.copy()
+        out["final_info"], out["_final_info"] = final_info, done.copy()
+        return out
 
     def render(self):
         if self.render_mode is None:
@@ -516,8 +632,9 @@ class PBADEnv(gymnasium.Env):
         self._metadata = value
 
     def __init__(self, **kwargs):
-        if "num_envs" in kwargs:
-            raise ValueError("num_envs is a vector-env argument; use gymnasium.make_vec for batches")
+        for name in ("num_envs", "autoreset_mode"):
+            if name in kwargs:
+                raise ValueError(f"{name} is a vector-env argument; use gymnasium.make_vec for batches")
         kwargs.setdefault("max_episode_steps", None)
         self.vec = self.vector_cls(num_envs=1, **kwargs)
         self.render_mode = self.vec.render_mode

@@ -80,8 +80,8 @@ class SpiderVectorEnv(PBADVectorEnv):
                  friction="viscous", friction_damping=1000.0, mu=1.0, slip_velocity=0.01, limit_stiffness=1e4,
                  joint_damping=1.0, init_height=None, dt=0.02, **kwargs):
         self.forward_reward_weight = real_number(forward_reward_weight, "forward_reward_weight")
-        self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight")
-        self.contact_cost_weight = real_number(contact_cost_weight, "contact_cost_weight")
+        self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight", nonnegative=True)
+        self.contact_cost_weight = real_number(contact_cost_weight, "contact_cost_weight", nonnegative=True)
         self.healthy_reward = real_number(healthy_reward, "healthy_reward")
         self.terminate_when_unhealthy = bool(terminate_when_unhealthy)
         lo, hi = (real_number(x, "healthy_z_range") for x in healthy_z_range)
@@ -93,9 +93,9 @@ class SpiderVectorEnv(PBADVectorEnv):
         if not clo < chi:
             raise ValueError(f"contact_force_range must be (low, high) with low < high, got {contact_force_range!r}")
         self.contact_force_range = (clo, chi)
-        self.reset_noise_scale = real_number(reset_noise_scale, "reset_noise_scale")
-        if not self.reset_noise_scale >= 0:
-            raise ValueError(f"reset_noise_scale must be non-negative, got {reset_noise_scale!r}")
+        from .base import check_reset_noise_scale  # in [0, 1]: base.py explains the bound
+
+        self.reset_noise_scale = check_reset_noise_scale(reset_noise_scale)
         self.exclude_positions = bool(exclude_current_positions_from_observation)
         self.include_contact = bool(include_contact_forces_in_observation)
         self.gear_value = gear

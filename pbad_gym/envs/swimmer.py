@@ -6,7 +6,7 @@ import numpy as np
 from ..arrays import real_number
 from ..kinematics import integrate
 from ..model.robots import swimmer
-from .base import PBADEnv, PBADVectorEnv, row_norm
+from .base import PBADEnv, PBADVectorEnv, check_reset_noise_scale, row_norm
 from .render import with_render_fps
 
 
@@ -31,15 +31,17 @@ class SwimmerVectorEnv(PBADVectorEnv):
 
     ## Starting state
     At rest in the straight pose with every coordinate perturbed by U(−s, s), s = ``reset_noise_scale``
-    (positions, hinge angles, base rotation vector) and every velocity by U(−s, s).
+    (positions, hinge angles, base rotation vector) and every velocity by U(−s, s); s is at most 1 (rad: up to
+    57° on every joint already, no longer a perturbation of the pose beyond it).
 
     ## Episode end
     No termination. Truncation after ``max_episode_steps`` (1000) steps, or early with ``info["diverged"]``
     when the state becomes non-finite or the solver fails ``max_unconverged_steps`` consecutive steps.
 
     ## Arguments
-    num_envs=1, max_episode_steps=1000, forward_reward_weight=1.0, ctrl_cost_weight=1e-4, reset_noise_scale=0.1,
-    exclude_current_positions_from_observation=True, gear=30.0 [N m], drag=(0.1, 10.0) (axial, normal) [1/s],
+    num_envs=1, max_episode_steps=1000, forward_reward_weight=1.0, ctrl_cost_weight=1e-4 (>= 0),
+    reset_noise_scale=0.1 (in [0, 1]), exclude_current_positions_from_observation=True, gear=30.0 [N m],
+    drag=(0.1, 10.0) (axial, normal) [1/s],
     dt=0.05 [s], order=2, optimizer="lm", max_iter=None (the optimiser's default: 50 for LM, 500 for L-BFGS),
     tol=1e-7 [rad], contact_model="penalty"
     (no contact here), lcp_method="pgs", device="cpu", dtype=np.float64, render_mode=None | "rgb_array",
@@ -60,10 +62,8 @@ class SwimmerVectorEnv(PBADVectorEnv):
                  reset_noise_scale=0.1, exclude_current_positions_from_observation=True, gear=30.0,
                  drag=(0.1, 10.0), dt=0.05, **kwargs):
         self.forward_reward_weight = real_number(forward_reward_weight, "forward_reward_weight")
-        self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight")
-        self.reset_noise_scale = real_number(reset_noise_scale, "reset_noise_scale")
-        if not self.reset_noise_scale >= 0:
-            raise ValueError(f"reset_noise_scale must be non-negative, got {reset_noise_scale!r}")
+        self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight", nonnegative=True)
+        self.reset_noise_scale = check_reset_noise_scale(reset_noise_scale)
         self.exclude_positions = bool(exclude_current_positions_from_observation)
         self.gear_value, self.drag = gear, drag
         self.obs_dim = 16 if self.exclude_positions else 19
@@ -126,20 +126,22 @@ class SwimmerV1VectorEnv(SwimmerVectorEnv):
 
     ## Starting state
     At rest in the straight pose with every coordinate perturbed by U(−s, s), s = ``reset_noise_scale``
-    (positions, hinge angles, base rotation vector) and every velocity by U(−s, s).
+    (positions, hinge angles, base rotation vector) and every velocity by U(−s, s); s is at most 1 (rad: up to
+    57° on every joint already, no longer a perturbation of the pose beyond it).
 
     ## Episode end
     No termination. Truncation after ``max_episode_steps`` (1000) steps, or early with ``info["diverged"]``.
 
     ## Arguments
     num_envs=1, max_episode_steps=1000, joint_range=np.deg2rad(100) [rad] (symmetric hinge range; None: no
-    range), limit_stiffness=3000.0 [N m/rad] (0: limits off), forward_reward_weight=1.0, ctrl_cost_weight=1e-4,
-    reset_noise_scale=0.1, exclude_current_positions_from_observation=True, gear=30.0 [N m], drag=(0.1, 10.0)
-    (axial, normal) [1/s], dt=0.05 [s], order=2, optimizer="lm", max_iter=None (the optimiser's default: 50 for
-    LM, 500 for L-BFGS), tol=None [rad] (per dtype: 1e-7 in float64, 1e-5 in float32), device="cpu",
-    dtype=np.float64, backend=None ("numba" on CPU when it imports, else "numpy"), render_mode=None | "rgb_array",
-    nonfinite_action="raise" | "zero", max_unconverged_steps=10, divergence_safety=3, render_width=320,
-    render_height=240, render_num_envs=4.
+    range), limit_stiffness=3000.0 [N m/rad] (0: limits off), forward_reward_weight=1.0, ctrl_cost_weight=1e-4
+    (>= 0), reset_noise_scale=0.1 (in [0, 1]), exclude_current_positions_from_observation=True, gear=30.0 [N m],
+    drag=(0.1, 10.0) (axial, normal) [1/s], dt=0.05 [s], order=2, optimizer="lm", max_iter=None (the
+    optimiser's default: 50 for LM, 500 for L-BFGS), tol=None [rad] (per dtype: 1e-7 in float64, 1e-5 in
+    float32), device="cpu", dtype=np.float64, backend=None ("numba" on CPU when it imports, else "numpy"),
+    render_mode=None | "rgb_array", nonfinite_action="raise" | "zero", max_unconverged_steps=10,
+    divergence_safety=3, render_width=320, render_height=240, render_num_envs=4, autoreset_mode=NEXT_STEP
+    (| SAME_STEP | DISABLED: :class:`~pbad_gym.envs.base.PBADVectorEnv`).
 
     info (per sub-environment): reward_forward, reward_ctrl, x_position and y_position (of the centre of mass:
     Swimmer-v5 reports the head's), distance_from_origin, x_velocity, y_velocity (centre of mass), iterations,
