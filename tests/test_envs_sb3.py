@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-sb3 = pytest.importorskip("stable_baselines3")
+sb3 = pytest.importorskip("stable_baselines3", reason="stable-baselines3 is an optional extra; install it with "
+                         'pip install -e ".[sb3]" to run the SB3 adapter tests')
 
 import pbad_gym  # noqa: E402,F401
 from pbad_gym.envs import SB3VecEnv, SwimmerVectorEnv  # noqa: E402
