@@ -16,4 +16,5 @@ BENCHMARKS = {
     "fig4": "pbad_gym.bench.fig4",
     "energy": "pbad_gym.bench.energy",
     "contact": "pbad_gym.bench.contact",
+    "threads": "pbad_gym.bench.threads",
 }

@@ -1,6 +1,7 @@
 """Entry point of the compiled order-2 PBAD step (the numba implementation of the step contract)."""
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -179,12 +180,15 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
                 np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
-    nthreads = 1 if B < SERIAL_BELOW or not threads.parallel_allowed() else threads.num_threads()
-    if nthreads == 1:
+    parallel, key = _launch(consts, B, n, finish)
+    t0 = time.perf_counter()
+    if not parallel:
         core.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
     else:
         core.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
-                        min(B, nthreads))
+                        min(B, threads.num_threads()))
+    if key is not None:
+        threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
     q, its = Q[(n + 1) % 3], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
     if not finish:
@@ -194,6 +198,19 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     return KernelStep(q, its, GN[n - 1], conv, qd, Kinematics(R, t, w, v), terms[n - 1],
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
                       Q[n % 3], terms)
+
+
+def _launch(consts, B, n, finish):
+    """(parallel?, the LaunchChooser key or None) of a call on B rows with n substeps: serial below SERIAL_BELOW
+    rows, on one thread or in a forked child of an OpenMP parent; else by the launch policy ("auto": whichever
+    this process measured faster for this model, batch and substep count; threads.set_launch_policy)."""
+    if B < SERIAL_BELOW or threads.num_threads() == 1 or not threads.parallel_allowed():
+        return False, None
+    policy = threads.launch_policy()
+    if policy != "auto":
+        return policy == "parallel", None
+    key = (id(consts), B, n, bool(finish))
+    return threads.CHOOSER.choose(key), key
 
 
 def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None):

@@ -67,3 +67,76 @@ def parallel_allowed() -> bool:
                     "NUMBA_THREADING_LAYER=workqueue, for parallel stepping in subprocesses)")
         _POOL_PID = -_POOL_PID  # warned
     return False
+
+
+LAUNCH_POLICIES = ("auto", "parallel", "serial")
+_POLICY = ["auto"]
+
+
+def set_launch_policy(policy: str):
+    """How a batch of at least SERIAL_BELOW rows launches: "auto" (default: serial or parallel, whichever this
+    process measured faster for that batch, see :class:`LaunchChooser`), "parallel" (always, the pool's threads)
+    or "serial" (always on the calling thread). The numbers are the same either way (rows are independent)."""
+    if policy not in LAUNCH_POLICIES:
+        raise ValueError(f"launch policy must be one of {LAUNCH_POLICIES}, got {policy!r}")
+    _POLICY[0] = policy
+
+
+def launch_policy() -> str:
+    """The current launch policy (:func:`set_launch_policy`)."""
+    return _POLICY[0]
+
+
+class LaunchChooser:
+    """Serial or parallel launch of one kind of call (a key: model, batch size, substeps), by measurement.
+
+    A parallel launch pays a wake-up of the pool and waits for its slowest thread: on a small batch, or with a busy
+    neighbour on one of the cores (a passive OpenMP waiter then sleeps a scheduler slice), it is slower than the
+    calling thread alone. So each key keeps an exponential average of the wall time of both kinds of launch: the
+    first call of each kind warms up and is not counted, the next :attr:`WARMUP` of each are measured, then one kind
+    runs until the other's average is below :attr:`SWITCH` times its own, and the other one is tried again every
+    :attr:`PROBE` calls (every :attr:`PROBE_FAR` while it is more than :attr:`FAR` times slower), so a host whose
+    load changes is followed within a few hundred calls."""
+
+    WARMUP, PROBE, PROBE_FAR, FAR, ALPHA, SWITCH = 2, 64, 512, 1.5, 0.2, 0.9
+
+    def __init__(self):
+        self._stats = {}  # key -> [calls, n_serial, n_parallel, avg_serial, avg_parallel, current kind]
+
+    def choose(self, key) -> bool:
+        """True: launch this call in parallel."""
+        s = self._stats.get(key)
+        if s is None:
+            if len(self._stats) > 256:
+                self._stats.clear()
+            s = self._stats[key] = [0, 0, 0, 0.0, 0.0, True]
+        s[0] += 1
+        if s[2] <= self.WARMUP:
+            return True
+        if s[1] <= self.WARMUP:
+            return False
+        # hysteresis: the other kind takes over only when clearly faster, so noise does not make it flip-flop
+        cur, other = (s[4], s[3]) if s[5] else (s[3], s[4])
+        if other < self.SWITCH * cur:
+            s[5] = not s[5]
+            cur, other = other, cur
+        every = self.PROBE_FAR if other > self.FAR * cur else self.PROBE
+        return s[5] != (s[0] % every == 0)
+
+    def record(self, key, parallel: bool, seconds: float):
+        """Account a call of ``key`` launched ``parallel`` that took ``seconds``."""
+        s = self._stats[key]
+        n, avg = (2, 4) if parallel else (1, 3)
+        s[n] += 1
+        if s[n] == 2:  # the first measured call sets the average (the one before warmed up)
+            s[avg] = seconds
+        elif s[n] > 2:
+            s[avg] += self.ALPHA * (seconds - s[avg])
+
+    def averages(self, key):
+        """(serial, parallel) average wall seconds of ``key`` so far (0.0 where not measured yet)."""
+        s = self._stats.get(key)
+        return (0.0, 0.0) if s is None else (s[3], s[4])
+
+
+CHOOSER = LaunchChooser()
