@@ -3,7 +3,7 @@
 (a) the Swimmer optimised by CMA-ES at the paper's setting (population 20, 1000 steps at Δt = 0.05 s,
 100 iterations; the paper: 12 s per iteration on a GPU) and (b) the Spider optimised by policy gradients (PPO;
 the paper: 100 iterations of 27 s each), both through the project's trainers (``configs/swimmer_cmaes.yaml`` and
-``configs/spider_ppo.yaml`` by default, scaled by ``--fraction``). When the ``mujoco`` extra is installed the same
+``configs/spider_v3_ppo.yaml`` by default, scaled by ``--fraction``). When the ``mujoco`` extra is installed the same
 trainers run on Gymnasium's MuJoCo Swimmer-v5 / Ant-v5 with the same population (CMA-ES) or sub-environments (PPO)
 and the same simulated time per episode (episode steps scaled by the Δt ratio), side by side.
 
@@ -32,7 +32,8 @@ def add_arguments(p):
     p.add_argument("--spider-fraction", type=float, default=None,
                    help="the spider's own fraction (default: --fraction)")
     p.add_argument("--swimmer-config", default=str(CONFIGS / "swimmer_cmaes.yaml"), help="CMA-ES swimmer config")
-    p.add_argument("--spider-config", default=str(CONFIGS / "spider_ppo.yaml"), help="PPO spider config")
+    p.add_argument("--spider-config", default=str(CONFIGS / "spider_v3_ppo.yaml"),
+                   help="PPO spider config (default configs/spider_v3_ppo.yaml, the newest Spider)")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo twins even if installed")
     p.add_argument("--tasks", nargs="+", choices=("swimmer", "spider"), default=["swimmer", "spider"],
                    help="which panels to run (default: both)")
