@@ -149,3 +149,15 @@ def test_bench_energy_and_contact_write_their_csv_and_png(tmp_path):
     assert bench_main(["contact", "--quick", "--out", str(out)]) == 0
     assert len((out / "contact" / "contact.csv").read_text().splitlines()) == 8
     assert (out / "energy" / "energy.png").stat().st_size > 0 and (out / "contact" / "contact.png").stat().st_size > 0
+
+
+def test_ledger_runs_a_policy_on_the_env_observations():
+    seen = []
+
+    def policy(obs):
+        seen.append(obs.shape)
+        return np.zeros((obs.shape[0], 8))
+
+    tot, _, _, _ = ledger("Spider-v3", None, 2, 0.1, 0, policy=policy)
+    assert seen == [(2, 66)] * 2  # one decision per 0.05 s control step
+    np.testing.assert_array_equal(tot["work"], 0.0)  # zero torque does no work

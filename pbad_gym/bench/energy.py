@@ -1,12 +1,13 @@
 """Where the actuators' work goes: an energy ledger of the penalty-contact walkers, per physics step.
 
     pbad-bench energy [--envs Spider-v3 Spider-v2] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
-        [--gait FILE.csv]
+        [--gait FILE.csv | --policy RUN_DIR]
 
 Each row runs ``--seconds`` of simulated time from a reset, under uniformly random actions held for one control
-interval (0.05 s), or under an open-loop oscillator gait (``--gait``: a CSV of search vectors, one per line, as
-``pbad-bench search`` decodes them), stepping the Simulator one physics step at a time. Over every step
-q_k -> q_{k+1} (Δq = q_{k+1} ⊖ q_k) the ledger books, from the engine's own terms:
+interval (0.05 s), under an open-loop oscillator gait (``--gait``: a CSV of search vectors, one per line, as
+``pbad-bench search`` decodes them) or under a trained policy (``--policy RUN_DIR``), stepping the Simulator one
+physics step at a time. Over every step q_k -> q_{k+1} (Δq = q_{k+1} ⊖ q_k) the ledger books, from the engine's
+own terms:
 
 - actuator work W = τ·Δq;
 - ΔE, the change of the mechanical energy E = ½ q̇ᵀM q̇ (q̇ = Δq/Δt, armature included) + gravity + the springs
@@ -42,6 +43,8 @@ def add_arguments(p):
     p.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per row (default 10)")
     p.add_argument("--gait", default=None, help="CSV of oscillator search vectors (one per row, cycled); "
                                                 "default: random actions")
+    p.add_argument("--policy", default=None, help="a pbad-train run folder: its best policy acts (default: random "
+                                                  "actions)")
     p.add_argument("--seed", type=int, default=0, help="reset and action seed (default 0)")
 
 
@@ -107,9 +110,10 @@ def step_ledger(body, forces, dt, q0, q1, tau, force):
     return out
 
 
-def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, **env_kwargs):
+def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=None, **env_kwargs):
     """Run ``rows`` rows of ``env_id`` (with ``env_kwargs``) at physics step ``dt`` for ``seconds`` and book every
-    step (module docstring).
+    step (module docstring). Actions: random, the oscillator ``gait`` (rows, 2·n_act + 1), or ``policy`` (a
+    callable obs (rows, obs_dim) -> actions, e.g. a run's ``load_policy(run).act``), each held for 0.05 s.
     Returns (totals: dict of (rows,) [J] with "work" and PARTS, cone: (excess impulse, friction impulse) [N s],
     mean LM iterations per physics step, the physics step used [s])."""
     from ..energies import cone_excess
@@ -134,7 +138,12 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, **env_kwar
     n_act = len(gear)
     for k in range(steps):
         if k % hold == 0:
-            a = (rng.uniform(-1, 1, (rows, n_act)) if gait is None else _gait_action(gait, k * h, oscillator))
+            if policy is not None:
+                a = policy(env._get_obs(*env._state_numpy(), env._kinematics()).astype(np.float32))
+            elif gait is not None:
+                a = _gait_action(gait, k * h, oscillator)
+            else:
+                a = rng.uniform(-1, 1, (rows, n_act))
             tau = np.zeros((rows, body.nv))
             tau[:, cols] = np.clip(a, -1, 1) * gear
         q_prev = np.asarray(sim.q).copy()
@@ -153,6 +162,17 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, **env_kwar
     totals["delta_E"] = led["E1"] - E0
     totals["numerical"] = totals["work"] - sum(totals[p] for p in PARTS[:-1])
     return totals, (excess, friction), float(np.mean(iters)), h
+
+
+def _policy(run_dir, rows):
+    """The act callable of a run's best policy for ``rows`` rows, or None."""
+    if run_dir is None:
+        return None
+    from ..agents.policies import load_policy
+
+    policy = load_policy(run_dir)
+    policy.reset(rows)
+    return policy.act
 
 
 def _gait_action(X, t, oscillator):
@@ -185,14 +205,15 @@ def run(args):
                     bar.refresh()
 
             t0 = time.time()
-            tot, (ex, fr), its, h = ledger(env_id, dt, args.rows, args.seconds, args.seed, gait, progress)
+            tot, (ex, fr), its, h = ledger(env_id, dt, args.rows, args.seconds, args.seed, gait, progress,
+                                           _policy(args.policy, args.rows))
             bar.close()
             W = tot["work"].sum()
             rows.append([env_id, h, W] + [tot[p].sum() / W for p in PARTS] + [ex / fr if fr > 0 else 0.0, its])
             print(f"{env_id} dt={h}: {time.time() - t0:.0f} s", flush=True)
     write_csv(out / "energy.csv", rows, header)
-    print_table(rows, header, title=f"energy ledger, {args.rows} rows x {args.seconds:g} s "
-                                    f"({'gait ' + args.gait if args.gait else 'random actions'}), seed {args.seed}")
+    acts = ("policy " + args.policy if args.policy else "gait " + args.gait if args.gait else "random actions")
+    print_table(rows, header, title=f"energy ledger, {args.rows} rows x {args.seconds:g} s ({acts}), seed {args.seed}")
     _plot(rows, out / "energy.png")
     print(f"{stamp()} {machine()}  -> {out / 'energy.csv'}, {out / 'energy.png'}")
     return 0
