@@ -75,7 +75,7 @@ def init_ray(address=None, num_cpus=None):
     already initialised).
 
     A local cluster's workers run at niceness 0 (``RAY_worker_niceness``, unless set): Ray's default, 15, keeps
-    its daemons responsive on a cluster node but starves the actors on a shared host (measured in BENCHMARKS.md:
+    its daemons responsive on a cluster node but starves the actors on a shared host (measured, not in BENCHMARKS.md:
     an actor got ~40 % of a core beside other jobs while the driver got all of one)."""
     ray = import_ray()
     if ray.is_initialized():

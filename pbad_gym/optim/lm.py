@@ -30,7 +30,7 @@ MU_MAX = 1e12
 # rejected one's length in the D-norm √(Σ D_j δ_j²), before the energy is evaluated again. A rejection at small μ
 # otherwise costs an energy evaluation per decade of μ that barely changes the step (from 1e-6, where μ·D is
 # negligible beside H, up to where it starts to shorten it); skipping them took 10 % of Spider-v2's iterations
-# and 22 % of Spider-v1's away (BENCHMARKS.md, "Shorter steps after a rejection ...", session 6).
+# and 22 % of Spider-v1's away (BENCHMARKS.md, "Shorter steps after a rejection").
 STEP_SHRINK = 0.5
 
 
