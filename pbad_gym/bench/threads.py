@@ -1,13 +1,14 @@
 """Threads that never hurt: an env step on one thread and with the default launch, idle host and loaded host.
 
-    pbad-bench threads [--env Swimmer-v1] [--batches 1 4 16 64 256] [--seconds 1.5] [--no-policy]
+    pbad-bench threads [--env Swimmer-v1] [--batches 1 4 16 64 256] [--seconds 3] [--no-policy]
 
 For each batch size, the wall time of one env step (the compiled kernel's step plus the env's Python, and, when
 PyTorch is installed, a small policy network — 2 x 64 tanh MLP — computing the actions from the observations, as
 in an RL loop) under three launch settings of the kernel — ``one thread`` (every batch on the calling thread, as
 ``NUMBA_NUM_THREADS=1``), ``default`` (the "auto" launch: serial or parallel, whichever the process measured
 faster for that batch) and ``always parallel`` (the launch rule before "auto": every batch of 4 rows or more on
-the pool) — first on an idle host, then with two busy processes (``while True: pass``) beside it. The goal: the
+the pool), taking turns block by block in one process — first on an idle host, then with two busy processes
+(``while True: pass``) beside it. The goal: the
 default is never slower than one thread (ratio <= 1.1), idle or loaded, and keeps the parallel speed on large
 batches.
 
@@ -30,7 +31,8 @@ SETTINGS = ("one thread", "default", "always parallel")
 def add_arguments(p):
     p.add_argument("--env", default="Swimmer-v1", help="pbad_gym env id without prefix (default Swimmer-v1)")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 4, 16, 64, 256], help="num_envs values")
-    p.add_argument("--seconds", type=float, default=1.5, help="wall seconds timed per case (default 1.5)")
+    p.add_argument("--seconds", type=float, default=3.0,
+                   help="wall seconds timed per batch size, the three settings taking turns (default 3)")
     p.add_argument("--no-policy", action="store_true", help="zero actions instead of a torch policy")
 
 
@@ -55,18 +57,25 @@ def _policy(obs_dim, n_act, use_torch):
     return act, True
 
 
-def time_steps(env, act, seconds, min_steps=20):
-    """Median wall seconds of one env step (policy included) over blocks of steps filling ``seconds``."""
+def time_settings(env, act, seconds, settings, block=20):
+    """Median wall seconds of one env step (policy included) under each of ``settings`` (callables that switch the
+    kernel's launch setting), taking turns block by block (A B C A B C …) so that a change of the host's speed
+    hits every setting alike; runs until ``seconds`` have passed and every setting has 5 blocks."""
     obs, _ = env.reset(seed=0)
-    for _ in range(10):  # warm-up: compile, thread pool, the launch chooser's first measurements
-        obs, *_ = env.step(act(obs))
-    blocks, t_end = [], time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(blocks) < 5:
-        t0 = time.perf_counter()
-        for _ in range(min_steps):
+    for setting in settings:  # warm-up: compile, thread pool, the launch chooser's first measurements
+        setting()
+        for _ in range(10):
             obs, *_ = env.step(act(obs))
-        blocks.append((time.perf_counter() - t0) / min_steps)
-    return float(np.median(blocks))
+    times = [[] for _ in settings]
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times[0]) < 5:
+        for k, setting in enumerate(settings):
+            setting()
+            t0 = time.perf_counter()
+            for _ in range(block):
+                obs, *_ = env.step(act(obs))
+            times[k].append((time.perf_counter() - t0) / block)
+    return [float(np.median(t)) for t in times]
 
 
 def _busy(n):
@@ -88,13 +97,19 @@ def measure(env_id, batches, seconds, use_policy, loaded):
             env = gymnasium.make_vec(f"pbad_gym/{env_id}", num_envs=B, vectorization_mode="vector_entry_point")
             act, _ = _policy(env.single_observation_space.shape[0], env.single_action_space.shape[0], use_policy)
             pool = threads.num_threads()
-            out = []
-            for setting in SETTINGS:
-                threads.set_threads(1 if setting == "one thread" else pool)
-                threads.set_launch_policy("parallel" if setting == "always parallel" else "auto")
-                out.append(1e3 * time_steps(env, act, seconds))
-            threads.set_threads(pool)
-            threads.set_launch_policy("auto")
+
+            def setting(n_threads, policy):
+                def apply():
+                    threads.set_threads(n_threads)
+                    threads.set_launch_policy(policy)
+                return apply
+
+            try:
+                out = [1e3 * t for t in time_settings(env, act, seconds, [
+                    setting(1, "auto"), setting(pool, "auto"), setting(pool, "parallel")])]
+            finally:
+                threads.set_threads(pool)
+                threads.set_launch_policy("auto")
             env.close()
             rows.append(["loaded (2 busy)" if loaded else "idle", B] + out + [out[1] / out[0]])
             print("  " + "  ".join(str(x) if not isinstance(x, float) else f"{x:.3f}" for x in rows[-1]), flush=True)
