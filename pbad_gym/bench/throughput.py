@@ -58,7 +58,7 @@ def _backends(args):
 def _time(step, reset, batch, seconds, min_steps=3):
     """Run ``step()`` (one batched env step) until ``seconds`` pass; returns (env-steps/s, extra list)."""
     reset()
-    for _ in range(2):
+    for _ in range(6):  # compile, thread pool, and the kernel's launch choice (2 trial launches of each kind)
         step()
     n, t0 = 0, time.perf_counter()
     extras = []
@@ -308,7 +308,7 @@ def run_workloads(args, out):
     name_cma = f"CMA-ES iteration 20 x {cma_steps} (s)"
     for backend in backends:
         env = _make_pbad(WORKLOAD_ENVS["Swimmer"][0], 20, backend)
-        _steps_time(env, 2)
+        _steps_time(env, 6)
         add(name_cma, f"Swimmer-v1 {backend}", _steps_time(env, cma_steps), "s")
         env.close()
     if have_mj:
@@ -319,7 +319,7 @@ def run_workloads(args, out):
         name_ppo = f"PPO 16 envs, {16 * ppo_steps} steps {key} (s)"
         for backend in backends:
             env = _make_pbad(pid, 16, backend)
-            _steps_time(env, 2)
+            _steps_time(env, 6)
             add(name_ppo, f"{pid.split('/')[1]} {backend}", _steps_time(env, ppo_steps), "s")
             env.close()
         if have_mj:

@@ -98,7 +98,7 @@ class LaunchChooser:
     :attr:`PROBE` calls (every :attr:`PROBE_FAR` while it is more than :attr:`FAR` times slower), so a host whose
     load changes is followed within a few hundred calls."""
 
-    WARMUP, PROBE, PROBE_FAR, FAR, ALPHA, SWITCH = 2, 64, 512, 1.5, 0.2, 0.9
+    WARMUP, PROBE, PROBE_FAR, FAR, ALPHA, SWITCH = 1, 64, 512, 1.5, 0.2, 0.9
 
     def __init__(self):
         self._stats = {}  # key -> [calls, n_serial, n_parallel, avg_serial, avg_parallel, current kind]
