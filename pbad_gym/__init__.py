@@ -6,6 +6,7 @@ legs, damped contact and limits, 0.01 s physics under a 0.05 s control step; ``p
 its cone, a converged 0.001 s step, clean resets) with Gymnasium (single-env
 ``entry_point`` and native ``vector_entry_point``) and exports the engine's entry points.
 """
+from . import openmp as _openmp  # noqa: F401  (first: sets OpenMP's wait policy before anything loads it)
 import gymnasium as _gym
 
 from .model import Body, Joint, Link, chain, spider, swimmer

@@ -72,3 +72,28 @@ def test_threads_benchmark_writes_its_table(tmp_path):
     assert bench_main(["threads", "--batches", "4", "--seconds", "0.05", "--no-policy", "--out", str(tmp_path)]) == 0
     lines = (tmp_path / "threads" / "threads.csv").read_text().splitlines()
     assert len(lines) == 3 and lines[1].startswith("idle,4,") and lines[2].startswith("loaded (2 busy),4,")
+    assert lines[0].endswith("default_over_one_thread,always_parallel_over_one_thread")
+
+
+def _python(code, **env):
+    import os
+    import subprocess
+    import sys
+
+    full = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_import_sets_passive_openmp_waits_unless_the_user_chose():
+    out = _python("import pbad_gym, os; print(os.environ['OMP_WAIT_POLICY'])")
+    assert out.stdout.strip() == "PASSIVE" and "spin" not in out.stderr
+    out = _python("import pbad_gym, os; print(os.environ['OMP_WAIT_POLICY'])", OMP_WAIT_POLICY="ACTIVE")
+    assert out.stdout.strip() == "ACTIVE"
+
+
+def test_torch_imported_first_is_told_once():
+    pytest.importorskip("torch")
+    out = _python("import torch; import pbad_gym")
+    assert out.stderr.count("imported before pbad_gym") == 1
+    assert "imported before" not in _python("import pbad_gym; import torch").stderr
