@@ -97,3 +97,22 @@ def test_torch_imported_first_is_told_once():
     out = _python("import torch; import pbad_gym")
     assert out.stderr.count("imported before pbad_gym") == 1
     assert "imported before" not in _python("import pbad_gym; import torch").stderr
+
+
+def test_a_parallel_launch_leaves_torch_its_thread_count():
+    torch = pytest.importorskip("torch")
+    import gymnasium
+
+    import pbad_gym  # noqa: F401
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        threads.set_launch_policy("parallel")
+        env = gymnasium.make_vec("pbad_gym/Swimmer-v1", num_envs=16, vectorization_mode="vector_entry_point")
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        assert torch.get_num_threads() == 1
+    finally:
+        threads.set_launch_policy("auto")
+        torch.set_num_threads(before)

@@ -180,6 +180,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
                 np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
+    torch_threads = threads.torch_threads()  # before numba's pool starts or launches (both set OpenMP's count)
     parallel, key = _launch(consts, B, n, finish)
     t0 = time.perf_counter()
     if not parallel:
@@ -187,6 +188,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     else:
         core.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
                         min(B, threads.num_threads()))
+    threads.restore_torch_threads(torch_threads)
     if key is not None:
         threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
     q, its = Q[(n + 1) % 3], (IT[0] if n == 1 else IT.sum(0))

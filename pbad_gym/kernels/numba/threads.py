@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import numba
 
@@ -67,6 +68,22 @@ def parallel_allowed() -> bool:
                     "NUMBA_THREADING_LAYER=workqueue, for parallel stepping in subprocesses)")
         _POOL_PID = -_POOL_PID  # warned
     return False
+
+
+def torch_threads():
+    """PyTorch's intra-op thread count when torch is imported (None otherwise), read before a parallel launch."""
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.get_num_threads()
+
+
+def restore_torch_threads(n):
+    """Give PyTorch back its thread count ``n`` after a parallel launch: numba's OpenMP layer sets the OpenMP
+    thread count that torch shares (GNU OpenMP), so a user's ``torch.set_num_threads(1)`` turned into the kernel's
+    pool size after the first parallel step."""
+    if n is not None:
+        torch = sys.modules["torch"]
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
 
 
 LAUNCH_POLICIES = ("auto", "parallel", "serial")
