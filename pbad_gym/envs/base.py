@@ -536,10 +536,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             pending = pending.copy()  # _reset_rows clears _needs_reset in place
         obs, reward, terminated, diverged, info = self._physics_step(a, skip=pending if any_pending else None)
         self._elapsed += 1
-        truncated = diverged
-        if self.max_episode_steps is not None:
-            truncated = truncated | (self._elapsed >= self.max_episode_steps)
-        truncated = truncated & ~terminated  # (a new array: diverged stays info["diverged"])
+        truncated = self._truncated(terminated, diverged)
         self._obs = obs
         if any_pending:
             self._reset_rows(pending)
@@ -557,6 +554,14 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         info["action_sanitised"] = sanitised
         return (*self.array_export(obs.copy(), reward, terminated, truncated), info)
 
+    def _truncated(self, terminated, diverged):
+        """Truncation flags (B,) of the step just taken: diverged, or at the time limit, and not terminated (a new
+        array: diverged stays info["diverged"])."""
+        truncated = diverged
+        if self.max_episode_steps is not None:
+            truncated = truncated | (self._elapsed >= self.max_episode_steps)
+        return truncated & ~terminated
+
     def _step_same_step_or_disabled(self, a, sanitised):
         """:meth:`step` under autoreset SAME_STEP or DISABLED (the class docstring) for checked actions ``a``."""
         if self.autoreset_mode is AutoresetMode.DISABLED and self._needs_reset.any():
@@ -566,10 +571,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                 "step")
         obs, reward, terminated, diverged, info = self._physics_step(a)
         self._elapsed += 1
-        truncated = diverged
-        if self.max_episode_steps is not None:
-            truncated = truncated | (self._elapsed >= self.max_episode_steps)
-        truncated = truncated & ~terminated  # (a new array: diverged stays info["diverged"])
+        truncated = self._truncated(terminated, diverged)
         self._obs = obs
         info["action_sanitised"] = sanitised
         done = terminated | truncated
