@@ -79,3 +79,9 @@ def test_sb3_attributes_and_methods_act_per_sub_environment():
     assert venv.get_attr("dt") == [native.dt] * 3
     with pytest.raises(ValueError, match="shared by the whole native batch"):
         venv.set_attr("dt", 0.1, indices=[0])
+
+
+@pytest.mark.parametrize("mode", ["same_step", "disabled"])
+def test_adapter_refuses_other_autoreset_modes(mode):
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        SB3VecEnv("pbad_gym/Swimmer-v1", num_envs=2, autoreset_mode=mode)

@@ -45,6 +45,10 @@ class SB3VecEnv(VecEnv):
             venv = gymnasium.make_vec(venv, vectorization_mode="vector_entry_point", **make_kwargs)
         elif make_kwargs:
             raise ValueError("keyword arguments are only accepted with an env id")
+        mode = getattr(venv.unwrapped, "autoreset_mode", None)
+        if mode is not None and getattr(mode, "name", str(mode)) != "NEXT_STEP":
+            # the adapter resets finished rows itself, as SB3 expects; another mode would reset them twice or never
+            raise ValueError(f"SB3VecEnv needs autoreset_mode NEXT_STEP (the default), got {mode!r}")
         self.venv = venv
         self.render_mode = venv.render_mode
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
