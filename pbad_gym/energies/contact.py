@@ -25,6 +25,7 @@ Point energies become link-pose derivatives through P = R p0 + t.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -62,9 +63,12 @@ class GroundContact:
             raise ValueError(f"contact friction must be one of {FRICTION_MODELS}, got {self.friction!r}")
         if self.friction_cap not in FRICTION_CAPS:
             raise ValueError(f"contact friction_cap must be one of {FRICTION_CAPS}, got {self.friction_cap!r}")
-        if isinstance(self.cone_passes, bool) or not isinstance(self.cone_passes, int) or self.cone_passes < 0:
+        if (isinstance(self.cone_passes, bool) or not isinstance(self.cone_passes, numbers.Integral)
+                or self.cone_passes < 0):
             raise ValueError(f"contact cone_passes must be a non-negative integer, got {self.cone_passes!r}")
-        for name in ("stiffness", "damping", "mu", "slip_velocity", "normal_damping", "cone_tol"):
+        if isinstance(self.cone_tol, bool) or not isinstance(self.cone_tol, numbers.Real) or not self.cone_tol > 0:
+            raise ValueError(f"contact cone_tol must be positive, got {self.cone_tol!r}")
+        for name in ("stiffness", "damping", "mu", "slip_velocity", "normal_damping"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"contact {name} must be non-negative, got {getattr(self, name)!r}")
         if self.stiffness <= 0:

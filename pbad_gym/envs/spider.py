@@ -99,9 +99,12 @@ class SpiderVectorEnv(PBADVectorEnv):
         self.exclude_positions = bool(exclude_current_positions_from_observation)
         self.include_contact = bool(include_contact_forces_in_observation)
         self.gear_value = gear
-        self.contact = dict(stiffness=float(contact_stiffness), friction=friction, damping=float(friction_damping),
-                            mu=float(mu), slip_velocity=float(slip_velocity), friction_cap=self.friction_cap)
-        self.limit_stiffness, self.joint_damping = float(limit_stiffness), float(joint_damping)
+        self.contact = dict(stiffness=float(contact_stiffness), friction=friction,
+                            damping=real_number(friction_damping, "friction_damping", nonnegative=True),
+                            mu=real_number(mu, "mu", nonnegative=True), slip_velocity=float(slip_velocity),
+                            friction_cap=self.friction_cap)
+        self.limit_stiffness = float(limit_stiffness)
+        self.joint_damping = real_number(joint_damping, "joint_damping", nonnegative=True)
         self.init_height = init_height
         self.n_spheres = 13
         super().__init__(num_envs, max_episode_steps, dt=dt, **kwargs)
@@ -484,24 +487,14 @@ class SpiderV3VectorEnv(SpiderV2VectorEnv):
                 raise ValueError(f"dt must divide the control interval {CONTROL_INTERVAL} s (or pass frame_skip), "
                                  f"got dt={dt!r}")
             frame_skip = int(round(frame_skip))
-        for name in ("mu", "joint_damping", "friction_damping"):
-            if name in kwargs:
-                real_number(kwargs[name], name, nonnegative=True)
-        self.reset_clearance = real_number(reset_clearance, "reset_clearance")
-        if not self.reset_clearance >= 0:
-            raise ValueError(f"reset_clearance must be a non-negative number of metres, got {reset_clearance!r}")
-        if isinstance(cone_passes, bool) or not isinstance(cone_passes, (int, np.integer)) or cone_passes < 0:
-            raise ValueError(f"cone_passes must be a non-negative integer, got {cone_passes!r}")
-        self.cone_passes = int(cone_passes)
-        self.cone_tol = real_number(cone_tol, "cone_tol")
-        if not self.cone_tol > 0:
-            raise ValueError(f"cone_tol must be positive, got {cone_tol!r}")
+        self.reset_clearance = real_number(reset_clearance, "reset_clearance", nonnegative=True)
+        self.cone = dict(cone_passes=cone_passes, cone_tol=cone_tol)  # checked by GroundContact, the one place
         super().__init__(num_envs, max_episode_steps, dt=dt, frame_skip=frame_skip, **kwargs)
 
     def _sim_options(self):
         options = super()._sim_options()
         if self.contact_model == "penalty":
-            options["contact"] = dict(options["contact"], cone_passes=self.cone_passes, cone_tol=self.cone_tol)
+            options["contact"] = dict(options["contact"], **self.cone)
         return options
 
     def reset_model(self, rng):

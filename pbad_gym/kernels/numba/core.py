@@ -385,20 +385,29 @@ def _inertia_gravity(mass, c, S, R, t, A, b, scale, grav, g, G, f):
 
 
 @_jit
+def _normal_depth(sph_r, sc, s, pz, cP):
+    """(d_eff [m], k_eff [N/m]) of sphere s with centre height pz (energies/contact.py _normal_depth): the penalty's
+    depth and stiffness, or with normal damping the clamped Kelvin-Voigt form (k + c/Δt)/2·max(0, d − s0)² (cP holds
+    every sphere's centre at q_k)."""
+    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
+    d = max(0.0, sph_r[s] - (pz - h))
+    k_d = sc[S_CONTACT_DN] / sc[S_DT]
+    if k_d > 0:
+        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
+        d = max(0.0, d - d_k * k_d / (k_n + k_d))
+        k_n = k_n + k_d
+    return d, k_n
+
+
+@_jit
 def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
     """Ground-contact point energy of sphere s (links sph_link, centres p0, radii sph_r; friction code fr,
     KernelForces scalars sc) at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3) when ``want_h``;
     its centre into P (3,). Returns the value."""
-    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
     l = sph_link[s]
     for a in range(3):
         P[a] = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
-    d = max(0.0, sph_r[s] - (P[2] - h))
-    k_d = sc[S_CONTACT_DN] / sc[S_DT]
-    if k_d > 0:  # clamped Kelvin-Voigt: (k + c/Δt)/2·max(0, d − s0)² (cP holds every sphere's centre at q_k)
-        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
-        d = max(0.0, d - d_k * k_d / (k_n + k_d))
-        k_n = k_n + k_d
+    d, k_n = _normal_depth(sph_r, sc, s, P[2], cP)
     val = 0.5 * k_n * d * d
     gP[0] = gP[1] = 0.0
     gP[2] = -k_n * d
@@ -441,15 +450,9 @@ def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, ca
 def applied_normal(sph_link, p0, sph_r, sc, s, R, t, cP):
     """Normal force [N] the ground applies on sphere s at poses (R, t) in a step from centres cP (energies/contact.py
     applied_normal): (D1 + Dn/Δt)·max(0, d − s0), the spring force D1·d without normal damping."""
-    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
     l = sph_link[s]
     pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
-    d = max(0.0, sph_r[s] - (pz - h))
-    k_d = sc[S_CONTACT_DN] / sc[S_DT]
-    if k_d > 0:
-        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
-        d = max(0.0, d - d_k * k_d / (k_n + k_d))
-        k_n = k_n + k_d
+    d, k_n = _normal_depth(sph_r, sc, s, pz, cP)
     return k_n * d
 
 
@@ -1104,7 +1107,7 @@ def contact_update(m, fo, R, t, cP, cact, cnorm, canc, r, nP, nact, nnorm, nanc,
         d = max(0.0, m.sph_r[s] - (P[2] - h))
         on = d > 0
         nact[r, s] = on
-        nnorm[r, s] = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP) if applied else k_n * d
+        nnorm[r, s] = -gP[2] if applied else k_n * d  # −∂E/∂P_z: the normal force just applied
         for a in range(3):
             force[r, s, a] = -gP[a]
             nP[r, s, a] = P[a]
