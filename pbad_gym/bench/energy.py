@@ -116,17 +116,15 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
     callable obs (rows, obs_dim) -> actions, e.g. a run's ``load_policy(run).act``), each held for 0.05 s.
     Returns (totals: dict of (rows,) [J] with "work" and PARTS, cone: (excess impulse, friction impulse) [N s],
     mean LM iterations per physics step, the physics step used [s])."""
+    from ..dynamics import energy
     from ..energies import cone_excess
-    from .search import oscillator
 
     env = _make(env_id, dt, rows, **env_kwargs)
     sim, body = env.sim, env.body
     forces, h = sim.model.forces, sim.dt
     hold = max(1, int(round(CONTROL / h)))
     env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    from ..dynamics import energy
-
+    actions = _action_source(env, rows, np.random.default_rng(seed), gait, policy)
     q0 = np.asarray(sim.q).copy()
     ke, pe = energy(body, q0, np.asarray(sim.qd), forces.gravity)
     E0 = ke + pe + _stored(body, forces, q0)
@@ -134,24 +132,14 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
     excess = friction = 0.0
     iters = []
     steps = int(round(seconds / h))
-    gear, cols = np.asarray(env.gear, dtype=float), env._actuated_columns
-    n_act = len(gear)
     for k in range(steps):
         if k % hold == 0:
-            if policy is not None:
-                a = policy(env._get_obs(*env._state_numpy(), env._kinematics()).astype(np.float32))
-            elif gait is not None:
-                a = _gait_action(gait, k * h, oscillator)
-            else:
-                a = rng.uniform(-1, 1, (rows, n_act))
             tau = np.zeros((rows, body.nv))
-            tau[:, cols] = np.clip(a, -1, 1) * gear
+            tau[:, env._actuated_columns] = np.clip(actions(k * h), -1, 1) * env.gear
         q_prev = np.asarray(sim.q).copy()
-        info = sim.step(tau)
-        iters.append(np.mean(info["iterations"]))
-        q1 = np.asarray(sim.q).copy()
+        iters.append(np.mean(sim.step(tau)["iterations"]))
         F = None if forces.contact is None else np.asarray(sim.contact_forces)
-        led = step_ledger(body, forces, h, q_prev, q1, tau, F)
+        led = step_ledger(body, forces, h, q_prev, np.asarray(sim.q).copy(), tau, F)
         for key in ("work", "joint_damping", "limit_damping", "contact_damping", "friction"):
             totals[key] += led[key]
         if F is not None:
@@ -162,6 +150,18 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
     totals["delta_E"] = led["E1"] - E0
     totals["numerical"] = totals["work"] - sum(totals[p] for p in PARTS[:-1])
     return totals, (excess, friction), float(np.mean(iters)), h
+
+
+def _action_source(env, rows, rng, gait, policy):
+    """actions(t) (rows, n_act) at a control time t [s]: the policy on the env's current observations, the
+    oscillator gait, or uniformly random actions from ``rng``."""
+    from .search import oscillator
+
+    if policy is not None:
+        return lambda t: policy(env._get_obs(*env._state_numpy(), env._kinematics()).astype(np.float32))
+    if gait is not None:
+        return lambda t: _gait_action(gait, t, oscillator)
+    return lambda t: rng.uniform(-1, 1, (rows, len(env.gear)))
 
 
 def _policy(run_dir, rows):
