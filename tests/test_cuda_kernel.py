@@ -103,7 +103,7 @@ def test_cudasim_float32_close_to_numba_kernel(cudasim, case):
 @pytest.mark.slow
 def test_kernels_compile_for_sm90():
     """The fused kernels compile for the device's target, not only run in the simulator (which executes Python and
-    so would not notice code numba's CUDA target cannot compile, such as an allocation in core.py): an sm_90 compile
+    so would not notice code numba's CUDA target cannot compile, such as an allocation in a helper): an sm_90 compile
     by numba-cuda and ptxas, no GPU needed (scripts/cuda_resources.py). Needs numba-cuda and a CUDA toolkit's NVVM."""
     import importlib.util
 

@@ -229,14 +229,27 @@ def test_float32_close_to_numpy():
     np.testing.assert_allclose(qb, qa, atol=1e-4)
 
 
-def test_damping_schedule_is_the_numpy_lm_s():
-    """The kernel keeps its own copy of optim/lm.py's schedule constants (numba's cache is keyed on core.py):
-    they must agree, or the two backends' iteration counts part."""
-    from pbad_gym.kernels.numba import core
-    from pbad_gym.optim import lm
+def test_kernel_cache_is_keyed_on_every_source_file(tmp_path, monkeypatch):
+    """numba keys a cached entry on its own file; the kernel's helpers live in other files (and import the LM
+    schedule from optim/lm.py), so the entries are stamped with a hash of every source they compile in: an edit of
+    any helper file must change the stamp, and the entries must use that locator."""
+    import shutil
 
-    assert (core._MU_SHRINK, core._MU_GROW, core._MU_AFTER_REJECT, core._MU_MAX, core._STEP_SHRINK, core._EPS_BAND) == (
-        lm.MU_SHRINK, lm.MU_GROW, lm.MU_AFTER_REJECT, lm.MU_MAX, lm.STEP_SHRINK, lm._EPS_BAND)
+    from pbad_gym.kernels.numba import batch, jit
+
+    for entry in (batch.step_batch, batch.step_batch_serial, batch.finish_batch, batch.kinematics_batch):
+        assert isinstance(entry._cache._impl._locator, jit.PackageLocator)
+    pkg = tmp_path / "numba"
+    shutil.copytree(jit._HERE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(jit, "_HERE", pkg)
+    monkeypatch.setattr(jit, "_SOURCES", (pkg,))
+    jit.source_hash.cache_clear()
+    before = jit.source_hash()
+    helper = pkg / "contact.py"
+    helper.write_text(helper.read_text() + "\n# an edit\n")
+    jit.source_hash.cache_clear()
+    assert jit.source_hash() != before
+    jit.source_hash.cache_clear()
 
 
 def test_row_loops_compile_without_reference_counting():
@@ -246,9 +259,9 @@ def test_row_loops_compile_without_reference_counting():
     from numba import njit
     from numba.extending import register_jitable
 
-    from pbad_gym.kernels.numba import core
+    from pbad_gym.kernels.numba import jit
 
-    assert core.ROW_LOOP_OPTIONS.get("_nrt") is False and core.ROW_LOOP_OPTIONS["error_model"] == "numpy"
+    assert jit.ROW_LOOP_OPTIONS.get("_nrt") is False and jit.ROW_LOOP_OPTIONS["error_model"] == "numpy"
 
     @register_jitable
     def helper(a, b, i):
@@ -260,7 +273,7 @@ def test_row_loops_compile_without_reference_counting():
             s += helper(a[1:], b[:-1], i)
         return s
 
-    options = {k: v for k, v in core.ROW_LOOP_OPTIONS.items() if k != "cache"}
+    options = {k: v for k, v in jit.ROW_LOOP_OPTIONS.items() if k != "cache"}
     without, default = njit(**options)(loop), njit(loop)
     x = np.arange(4.0)
     assert without(x, x, 5) == default(x, x, 5)

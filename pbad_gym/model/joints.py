@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 JOINT_DIMS = {"hinge": (1, 1), "slide": (1, 1), "universal": (2, 2), "ball": (4, 3), "free": (7, 6)}
+JOINT_CODES = {name: code for code, name in enumerate(JOINT_DIMS)}  # the compiled kernels' joint type numbers
 
 
 def _unit(v, what):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..arrays import host_bool, host_int, xp_of
 
 _EPS_BAND = 64.0  # round-off band in units of machine epsilon · |E|
-# The damping schedule (kernels/numba/core.py keeps a copy; tests/test_numba_kernel.py checks they agree).
+# The damping schedule (the compiled kernel imports these: kernels/numba/lm.py).
 # μ scales the Gauss-Newton diagonal D. Restarting a rejected step at μ = 0.1 instead of 1e-6 (each decade below
 # ~0.01 costs an energy evaluation without changing the step) takes 9-20 % of the Spiders' LM iterations away, but
 # on Spider-v1 under random actions it left 1-2 of 16,000 steps stuck at a contact kink (max_iter) where 1e-6 left

@@ -26,7 +26,10 @@ import os
 
 from numba import cuda
 
-from ..numba.core import difference, energy_terms_row, forward_kinematics, step_row
+from ..numba.configuration import difference
+from ..numba.dynamics import energy_terms_row
+from ..numba.forward import forward_kinematics
+from ..numba.lm import step_row
 from ..numba.model import N_TERMS, S_DT, KernelForces, KernelModel
 from ..numba.scratch import StepScratch
 from .device import simulated

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...energies import ForceModel, contact_state
 from ...kinematics import Kinematics, forward_kinematics
-from . import core, threads
+from . import batch, threads
 from .model import N_TERMS, kernel_forces, kernel_model
 
 HESSIANS = ("exact", "gauss_newton")
@@ -158,7 +158,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     m, fo, empty = consts
     n_s = m.sph_r.shape[0]
     has_contact = forces.contact is not None
-    # rotating buffers (core.step_rows): the state in Q, the contact memory in two slots
+    # rotating buffers (batch.step_rows): the state in Q, the contact memory in two slots
     Q = np.empty((3, B, nq), dtype)
     Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
     if has_contact:
@@ -184,9 +184,9 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     parallel, key = _launch(consts, B, n, finish)
     t0 = time.perf_counter()
     if not parallel:
-        core.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
+        batch.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
     else:
-        core.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
+        batch.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
                         min(B, threads.num_threads()))
     threads.restore_torch_threads(torch_threads)
     if key is not None:
@@ -242,7 +242,7 @@ def finish_numba(body, q_prev, q, dt, forces, *, gauge=None):
     qd, terms = np.empty((B, nv), dtype), np.empty((B, N_TERMS), dtype)
     R, t = np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype)
     w, v = np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype)
-    core.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
+    batch.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
     return qd, Kinematics(R, t, w, v), terms
 
 
@@ -255,5 +255,5 @@ def forward_kinematics_numba(body, q):
     m = kernel_model(body, dtype)
     R, t = np.empty((B, body.L, 3, 3), dtype), np.empty((B, body.L, 3), dtype)
     w, v = np.empty((B, body.nv, 3), dtype), np.empty((B, body.nv, 3), dtype)
-    core.kinematics_batch(*m, q, R, t, w, v)
+    batch.kinematics_batch(*m, q, R, t, w, v)
     return Kinematics(R, t, w, v)

@@ -1,0 +1,141 @@
+"""Penalty ground contact with Coulomb friction: sphere terms, the applied normal force, the cone's
+fixed point and the contact memory's update (energies/contact.py; integrators/state.py advance)."""
+from __future__ import annotations
+
+import math
+
+from .jit import jitable
+from .model import (F_CAP_APPLIED, F_FRICTION, S_CONE_TOL, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K, S_DT, S_HEIGHT,
+                    S_MU, S_SLIP_EPS)
+
+
+@jitable
+def _normal_depth(sph_r, sc, s, pz, cP):
+    """(d_eff [m], k_eff [N/m]) of sphere s with centre height pz (energies/contact.py _normal_depth): the penalty's
+    depth and stiffness, or with normal damping the clamped Kelvin-Voigt form (k + c/Δt)/2·max(0, d − s0)² (cP holds
+    every sphere's centre at q_k)."""
+    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
+    d = max(0.0, sph_r[s] - (pz - h))
+    k_d = sc[S_CONTACT_DN] / sc[S_DT]
+    if k_d > 0:
+        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
+        d = max(0.0, d - d_k * k_d / (k_n + k_d))
+        k_n = k_n + k_d
+    return d, k_n
+
+
+@jitable
+def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
+    """Ground-contact point energy of sphere s (links sph_link, centres p0, radii sph_r; friction code fr,
+    KernelForces scalars sc) at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3) when ``want_h``;
+    its centre into P (3,). Returns the value."""
+    l = sph_link[s]
+    for a in range(3):
+        P[a] = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
+    d, k_n = _normal_depth(sph_r, sc, s, P[2], cP)
+    val = 0.5 * k_n * d * d
+    gP[0] = gP[1] = 0.0
+    gP[2] = -k_n * d
+    if want_h:
+        for a in range(3):
+            for b in range(3):
+                HP[a, b] = 0.0
+        HP[2, 2] = k_n if d > 0 else 0.0
+    if fr == 0:  # viscous
+        kk = sc[S_CONTACT_D] / sc[S_DT] * (1.0 if cact[s] else 0.0)
+        x0, x1 = P[0] - cP[s, 0], P[1] - cP[s, 1]
+        val += 0.5 * (kk * (x0 * x0 + x1 * x1))
+        gP[0] += kk * x0
+        gP[1] += kk * x1
+        if want_h:
+            HP[0, 0] += kk
+            HP[1, 1] += kk
+    elif fr == 1:  # smoothed Coulomb
+        eps = sc[S_SLIP_EPS]
+        kk = sc[S_MU] * cnorm[s] * (1.0 if cact[s] else 0.0)
+        x0, x1 = P[0] - canc[s, 0], P[1] - canc[s, 1]
+        sn = math.sqrt(x0 * x0 + x1 * x1)
+        phi = 0.5 * sn * sn / eps if sn < eps else sn - 0.5 * eps
+        val += kk * phi
+        inv = 1.0 / max(sn, eps)
+        gP[0] += kk * inv * x0
+        gP[1] += kk * inv * x1
+        if want_h:
+            c = kk * inv
+            xh0, xh1 = x0 * inv, x1 * inv
+            sl = 1.0 if sn >= eps else 0.0
+            HP[0, 0] += c * (1.0 - sl * xh0 * xh0)
+            HP[0, 1] += c * (0.0 - sl * xh0 * xh1)
+            HP[1, 0] += c * (0.0 - sl * xh1 * xh0)
+            HP[1, 1] += c * (1.0 - sl * xh1 * xh1)
+    return val
+
+
+@jitable
+def applied_normal(sph_link, p0, sph_r, sc, s, R, t, cP):
+    """Normal force [N] the ground applies on sphere s at poses (R, t) in a step from centres cP (energies/contact.py
+    applied_normal): (D1 + Dn/Δt)·max(0, d − s0), the spring force D1·d without normal damping."""
+    l = sph_link[s]
+    pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+    d, k_n = _normal_depth(sph_r, sc, s, pz, cP)
+    return k_n * d
+
+
+@jitable
+def cone_refresh(m, sc, R, t, cP, cact, cnorm):
+    """The fixed point's test (integrators/pbad.py solve_step_in_cone): when an active sphere's normal force at poses
+    (R, t) differs from its friction cap cnorm by more than S_CONE_TOL of the larger, every sphere's cap becomes
+    its applied normal force and True is returned (the row re-solves); else nothing changes."""
+    rtol = sc[S_CONE_TOL]
+    n_s = m.sph_link.shape[0]
+    gap = False
+    for s in range(n_s):
+        if cact[s]:
+            n = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP)
+            if abs(n - cnorm[s]) > rtol * max(n, cnorm[s]):
+                gap = True
+    if gap:
+        for s in range(n_s):
+            cnorm[s] = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP)
+    return gap
+
+
+@jitable
+def _sphere_idle(sph_link, p0, sph_r, h, s, R, t, cact):
+    """True when sphere s adds exactly zero to the energy, its gradient and its Hessian at poses (R, t): no
+    penetration (its centre's height as :func:`sphere_point_terms` computes it) and no lagged friction (not in
+    the contact memory's active set). A non-finite pose is never idle (its NaN must propagate as before)."""
+    if cact[s]:
+        return False
+    l = sph_link[s]
+    pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+    return sph_r[s] - (pz - h) <= 0.0
+
+
+@jitable
+def contact_update(m, fo, R, t, cP, cact, cnorm, canc, r, nP, nact, nnorm, nanc, force, gP, HP, P):
+    """Row r of the contact memory of the new state and of the ground force the step applied (energies/contact.py
+    contact_state with ``prev`` = the step's memory (cP, cact, cnorm, canc), and sphere_forces = −∂E/∂P at the
+    new poses (R, t) with that memory)."""
+    sc = fo.scalars
+    k_n, h, eps = sc[S_CONTACT_K], sc[S_HEIGHT], sc[S_SLIP_EPS]
+    coulomb = fo.flags[F_FRICTION] == 1
+    applied = fo.flags[F_CAP_APPLIED] != 0
+    for s in range(m.sph_link.shape[0]):
+        sphere_point_terms(m.sph_link, m.sph_p0, m.sph_r, fo.flags[F_FRICTION], sc, s, R, t, cP, cact, cnorm, canc,
+                           gP, HP, False, P)
+        d = max(0.0, m.sph_r[s] - (P[2] - h))
+        on = d > 0
+        nact[r, s] = on
+        nnorm[r, s] = -gP[2] if applied else k_n * d  # −∂E/∂P_z: the normal force just applied
+        for a in range(3):
+            force[r, s, a] = -gP[a]
+            nP[r, s, a] = P[a]
+            nanc[r, s, a] = P[a]
+        if coulomb and on and cact[s]:  # a sphere that stayed in contact: its anchor drags to within ε
+            x0, x1 = P[0] - canc[s, 0], P[1] - canc[s, 1]
+            sn = math.sqrt(x0 * x0 + x1 * x1)
+            f = max(0.0, 1.0 - eps / max(sn, 1e-300))
+            nanc[r, s, 0] = canc[s, 0] + x0 * f
+            nanc[r, s, 1] = canc[s, 1] + x1 * f
+

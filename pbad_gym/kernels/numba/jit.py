@@ -1,0 +1,71 @@
+"""How the kernel's functions are compiled and cached.
+
+Every helper is a ``register_jitable`` function (:data:`jitable`): it compiles into the entry points that call it
+(kernels/numba/batch.py, and on the GPU kernels/cuda/kernel.py), so one entry is one cache entry and one fast load,
+and no helper pays a CPython wrapper. numba keys an entry's on-disk cache on the source of the file that defines
+the entry alone; the helpers live in other files (one per reference module), so :class:`PackageLocator` keys every
+cached function of this package on a hash of all the source files it compiles in instead: an edit of any helper,
+or of a constant imported from the NumPy engine, recompiles the entries.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from numba.core.caching import CacheImpl, InTreeCacheLocator
+from numba.extending import register_jitable
+
+jitable = register_jitable
+
+_HERE = Path(__file__).resolve().parent
+# the files whose source the compiled code depends on: this package and the NumPy modules it imports constants from
+_SOURCES = (_HERE, _HERE.parent.parent / "optim" / "lm.py", _HERE.parent.parent / "model" / "joints.py")
+
+
+@functools.lru_cache(maxsize=None)
+def source_hash() -> bytes:
+    """sha256 over the kernel's source files (sorted by path), computed once per process."""
+    h = hashlib.sha256()
+    for src in _SOURCES:
+        for path in sorted(src.rglob("*.py")) if src.is_dir() else [src]:
+            h.update(str(path.relative_to(_HERE.parent.parent)).encode())
+            h.update(path.read_bytes())
+    return h.digest()
+
+
+class PackageLocator(InTreeCacheLocator):
+    """numba's in-tree cache (``__pycache__`` beside the file), stamped with :func:`source_hash` for functions
+    defined in this package (elsewhere it declines, and numba asks its next locator)."""
+
+    def get_source_stamp(self):
+        return source_hash()
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not py_file or not os.path.exists(py_file) or Path(py_file).resolve().parent != _HERE:
+            return None
+        return super().from_function(py_func, py_file)
+
+
+if PackageLocator not in CacheImpl._locator_classes:
+    CacheImpl._locator_classes.insert(0, PackageLocator)
+
+
+def _row_loop_options():
+    """njit options of the loops that run rows on preallocated scratch: no reference counting (numba's private
+    ``_nrt`` target option — nothing there allocates, and the counts' atomic traffic on every helper call's array
+    arguments cost two thirds of an energy-and-gradient evaluation; where a numba lacks the option the loops
+    compile with counting: the same numbers, about half the speed) and IEEE division (``error_model="numpy"``:
+    no ZeroDivisionError branches; a division by zero gives inf or NaN, which the LM's finite test and the
+    divergence guard catch, as in NumPy's reference)."""
+    from numba.core.cpu import CPUTargetOptions
+
+    options = dict(cache=True, nogil=True, error_model="numpy")
+    if hasattr(CPUTargetOptions, "_nrt"):
+        options["_nrt"] = False
+    return options
+
+
+ROW_LOOP_OPTIONS = _row_loop_options()

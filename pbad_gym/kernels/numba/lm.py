@@ -1,0 +1,174 @@
+"""One trajectory's order-2 PBAD step: its Levenberg-Marquardt to convergence (optim/lm.py: same accept test,
+damping schedule, round-off band and convergence measure max_j |g_j|/D_j), with the friction cone's fixed point
+(integrators/pbad.py solve_step_in_cone)."""
+from __future__ import annotations
+
+import math
+
+from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
+from .configuration import difference, integrate
+from .contact import cone_refresh, contact_update
+from .dynamics import energy_terms_row
+from .forward import forward_kinematics
+from .hessian import hessian
+from .linalg import _damped_step, _length2, _measure
+from .terms import _energy_grad
+from .jit import jitable
+from .model import F_CONE_PASSES, F_CONTACT, F_DRAG, F_MAX_ITER, N_TERMS, S_DT, S_MACH_EPS, S_MU0, S_TOL
+
+
+@jitable
+def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
+             out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc,
+             known):
+    """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
+    (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row).
+    Returns the LM slot of the result (sc.Rs[slot], sc.ts[slot]: its poses). ``known``: sc.Rp, sc.tp and sc.Rr,
+    sc.tr already hold the poses of q_prev and q_cur (:func:`carry_poses` after this row's previous substep).
+
+    With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
+    no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
+    out_v: the LM's own evaluation at its accepted point), the divergence guard's energy terms (out_terms, see
+    :func:`energy_terms_row`; DOFs ``act`` with ``gear``) and, with contact, the new contact memory (out_cP,
+    out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With want == 0 these
+    outputs are not touched (they may be empty)."""
+    qp, qc, ta, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.cPr, sc.canr, sc.car, sc.cnr
+    Rs, ts, ws, vs, Gs, fs, gs, xs = sc.Rs, sc.ts, sc.ws, sc.vs, sc.Gs, sc.fs, sc.gs, sc.xs
+    Rp, tp, Rr, tr, A, bt, Wd = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd
+    wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk = sc.wtmp, sc.vtmp, sc.Rj, sc.R2, sc.wr, sc.K, sc.Z, sc.F, sc.Xk
+    H, Af, D, dx, dv, piv, qpred = sc.H, sc.Af, sc.D, sc.dx, sc.dv, sc.piv, sc.qpred
+    s33, s3, s36, xv, ev, zv, qdr, trow = sc.s33, sc.s3, sc.s36, sc.xv, sc.ev, sc.zv, sc.qdr, sc.trow
+    n_s = cP.shape[1]
+    L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
+    sc_, fl = fo.scalars, fo.flags
+    tol, eps, mu0 = sc_[S_TOL], sc_[S_MACH_EPS], sc_[S_MU0]
+    max_iter = fl[F_MAX_ITER]
+    dt = sc_[S_DT]
+    for k in range(qc.shape[0]):
+        qp[k], qc[k] = q_prev[r, k], q_cur[r, k]
+    for k in range(ta.shape[0]):
+        ta[k] = tau[r, k]
+    for k in range(n_s):
+        car[k], cnr[k] = cact[r, k], cnorm[r, k]
+        for a in range(3):
+            cPr[k, a], canr[k, a] = cP[r, k, a], canc[r, k, a]
+    # step data (integrators/pbad.py prepare_step)
+    if not known:
+        forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
+        forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
+    for i in range(L):
+        for a in range(3):
+            bt[i, a] = 2 * tr[i, a] - tp[i, a]
+            for b in range(3):
+                A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
+    if fl[F_DRAG]:
+        for i in range(L):
+            C = fo.drag
+            for a in range(3):
+                for b in range(3):
+                    Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
+                                   + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
+    difference(m, qp, qc, dv)
+    integrate(m, qc, dv, qpred)
+    # Levenberg-Marquardt (optim/lm.py)
+    cu = 0
+    for k in range(nq):
+        xs[0, k] = qpred[k]
+    E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
+                     ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], s33, s3)
+    hessian(m, fo, xs[0], qc, qpred, ta, Rs[0], ts[0], ws[0], vs[0], Gs[0], fs[0], Wd, cPr, car, cnr, canr,
+            K, Z, F, Xk, H, D, s33, s3, s36)
+    mu = mu0
+    iters = 0
+    conv = False
+    gnorm = _measure(gs[0], D)
+    limit = math.inf
+    for p in range(fl[F_CONE_PASSES] + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
+        if p > 0:
+            if not cone_refresh(m, sc_, Rs[cu], ts[cu], cPr, car, cnr):
+                break
+            E = _energy_grad(m, fo, xs[cu], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[cu], ts[cu],
+                             ws[cu], vs[cu], Rj, R2, Gs[cu], fs[cu], wr, gs[cu], s33, s3)
+            hessian(m, fo, xs[cu], qc, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
+                    canr, K, Z, F, Xk, H, D, s33, s3, s36)
+            mu, limit, gnorm = mu0, math.inf, _measure(gs[cu], D)
+        for _ in range(max_iter):
+            if gnorm < tol:
+                conv = True
+                break
+            g = gs[cu]
+            ok = _damped_step(H, D, mu, g, Af, dx, piv)
+            length2 = _length2(dx, D)
+            while ok and length2 > limit and math.isfinite(length2) and mu < MU_MAX:  # after a rejection (lm.py)
+                mu = min(mu * MU_GROW, MU_MAX)
+                ok = _damped_step(H, D, mu, g, Af, dx, piv)
+                length2 = _length2(dx, D)
+            gdx = 0.0
+            for j in range(nv):
+                gdx += g[j] * dx[j]
+            pred = 0.5 * (mu * length2 - gdx)  # −(g·δ + ½ δᵀHδ) with Hδ = −g − μDδ (optim/lm.py _trial_step)
+            if not ok:
+                for j in range(nv):
+                    dx[j] = 0.0
+            nx = 1 - cu
+            integrate(m, xs[cu], dx, xs[nx])
+            E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
+                                 ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], s33, s3)
+            band = _EPS_BAND * eps * max(abs(E), abs(E_try))
+            accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
+            iters += 1
+            if accept:
+                mu = mu / MU_SHRINK
+            else:
+                mu = min(max(mu * MU_GROW, MU_AFTER_REJECT), MU_MAX)
+            limit = math.inf if accept or not ok else STEP_SHRINK * STEP_SHRINK * length2
+            if accept:  # (a rejected trial's gradient is never measured: it is dropped)
+                gn_try = _measure(gs[nx], D)
+                if gn_try >= tol:
+                    hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
+                            car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
+                    gn_try = _measure(gs[nx], D)
+                cu, E, gnorm = nx, E_try, gn_try
+    conv = gnorm < tol
+    for k in range(nq):
+        out_q[r, k] = xs[cu, k]
+    out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
+    if want != 0:
+        difference(m, qc, xs[cu], dv)
+        for k in range(nv):
+            qdr[k] = dv[k] / dt
+            out_qd[r, k] = qdr[k]
+        Rc_, tc_, wc_, vc_ = Rs[cu], ts[cu], ws[cu], vs[cu]
+        for i in range(L):
+            for a in range(3):
+                out_t[r, i, a] = tc_[i, a]
+                for b in range(3):
+                    out_R[r, i, a, b] = Rc_[i, a, b]
+        for k in range(nv):
+            for a in range(3):
+                out_w[r, k, a] = wc_[k, a]
+                out_v[r, k, a] = vc_[k, a]
+        energy_terms_row(m, fo, act, gear, xs[cu], qdr, Rc_, tc_, wc_, vc_, K, Xk, H, Af, xv, ev, zv, piv, s33,
+                         s3, trow)
+        for k in range(N_TERMS):
+            out_terms[r, k] = trow[k]
+        if fl[F_CONTACT]:
+            contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
+                           out_force, s3[3], s33[3], s3[4])
+    return cu
+
+
+@jitable
+def carry_poses(sc, cu):
+    """After a substep: the poses of its q_cur and of its result (the LM's evaluation slot ``cu``) become those of
+    the next substep's q_prev and q_cur (``known`` of :func:`step_row`: the values forward kinematics would compute
+    from those coordinates, bit for bit)."""
+    Rp, tp, Rr, tr, Rc, tc = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.Rs[cu], sc.ts[cu]
+    for i in range(Rr.shape[0]):
+        for a in range(3):
+            tp[i, a] = tr[i, a]
+            tr[i, a] = tc[i, a]
+            for b in range(3):
+                Rp[i, a, b] = Rr[i, a, b]
+                Rr[i, a, b] = Rc[i, a, b]
+

@@ -1,0 +1,59 @@
+"""The step energy and its gradient at one configuration: every link and joint term (integrators/pbad.py
+step_terms, step_energy_grad)."""
+from __future__ import annotations
+
+from .chain_rule import wrench_gradient
+from .contact import _sphere_idle, sphere_point_terms
+from .drag import _drag_link
+from .forward import forward_kinematics
+from .inertia import _inertia_gravity
+from .joints import joint_terms
+from .jit import jitable
+from .model import F_CONTACT, F_DRAG, F_FRICTION, F_GRAVITY, S_DT, S_HEIGHT
+
+
+@jitable
+def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3):
+    """Value of the link terms (inertia, gravity, drag, contact) at poses (R, t); their pose gradients G, f."""
+    sc, fl = fo.scalars, fo.flags
+    dt = sc[S_DT]
+    L = m.mass.shape[0]
+    val_in, vg = _inertia_gravity(m.mass, m.c, m.S, R, t, A, bt, 0.5 / (dt * dt), fl[F_GRAVITY] != 0, fo.gravity,
+                                  G, f)
+    val = val_in
+    if fl[F_GRAVITY]:
+        val += -vg
+    if fl[F_DRAG]:
+        vd = 0.0
+        for i in range(L):
+            vd += _drag_link(m.mass, m.c, m.S, i, R, t, Rr, tr, Wd, 0.5 / dt, G, f, s33)
+        val += vd
+    if fl[F_CONTACT]:
+        gP, HP, P = s3[3], s33[3], s3[4]
+        vc = 0.0
+        sl, sp, sr_, fr, h = m.sph_link, m.sph_p0, m.sph_r, fl[F_FRICTION], sc[S_HEIGHT]
+        for s in range(sl.shape[0]):
+            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # adds exactly nothing: skip (most spheres, most steps)
+                continue
+            v_s = sphere_point_terms(sl, sp, sr_, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
+            vc += v_s
+            l, p0 = m.sph_link[s], m.sph_p0
+            for a in range(3):
+                f[l, a] += gP[a]
+                for k in range(3):
+                    G[l, a, k] += gP[a] * p0[s, k]
+        val += vc
+    return val
+
+
+@jitable
+def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, R, t, w, v, Rj, R2, G, f,
+                 wr, g, s33, s3):
+    forward_kinematics(m, x, R, t, w, v, Rj, R2)
+    E = link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3)
+    for j in range(g.shape[0]):
+        g[j] = 0.0
+    wrench_gradient(m, R, t, w, v, G, f, wr, g)
+    E += joint_terms(m, fo, x, qref, qpred, tau, g)
+    return E
+
