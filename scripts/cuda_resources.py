@@ -45,12 +45,14 @@ def _body(name):
 
 def _arguments(body, forces, dtype, B=4):
     """Host arrays of the kernels' argument types (types depend on dtype and rank only, not on the body)."""
-    from pbad_gym.kernels.numba.model import N_TERMS, kernel_forces, kernel_model
+    from pbad_gym.integrators.options import SolverOptions
+    from pbad_gym.kernels.numba.constants import N_TERMS, step_constants
     from pbad_gym.kernels.numba.scratch import BOOL, FLOAT, INT, scratch_shapes
+    from pbad_gym.kernels.numba.step import body_arrays
 
-    m = kernel_model(body, dtype)
-    fo = kernel_forces(body, forces, 0.01, max_iter=50, tol=1e-9, hessian="exact", dtype=dtype)
-    L, nv, nq, ns = body.L, body.nv, body.nq, m.sph_r.shape[0]
+    m = body_arrays(body, dtype)
+    fo = step_constants(body, forces, 0.01, SolverOptions.create(dtype), dtype)
+    L, nv, nq, ns = body.L, body.nv, body.nq, m.contact_r.shape[0]
     e = lambda *s: np.empty(s, dtype)  # noqa: E731
     b = lambda *s: np.empty(s, np.bool_)  # noqa: E731
     act, gear = np.zeros(2, np.int64), e(2)

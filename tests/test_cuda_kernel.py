@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("numba")
 
 from pbad_gym.kernels.cuda import unavailable_reason  # noqa: E402
-from pbad_gym.kernels.numba.model import N_TERMS  # noqa: E402
+from pbad_gym.kernels.numba.constants import N_TERMS  # noqa: E402
 from pbad_gym.kernels.numba.scratch import (BOOL, FLOAT, INT, StepScratch, alloc_scratch, scratch_bytes,  # noqa: E402
                                             scratch_shapes)
 from pbad_gym.model import chain  # noqa: E402

@@ -235,10 +235,10 @@ def test_kernel_cache_is_keyed_on_every_source_file(tmp_path, monkeypatch):
     any helper file must change the stamp, and the entries must use that locator."""
     import shutil
 
-    from pbad_gym.kernels.numba import batch, jit
+    from pbad_gym.kernels.numba import entries, jit
 
-    for entry in (batch.step_batch, batch.step_batch_serial, batch.finish_batch, batch.kinematics_batch):
-        assert isinstance(entry._cache._impl._locator, jit.PackageLocator)
+    for entry in (entries.step_batch, entries.step_batch_serial, entries.finish_batch, entries.kinematics_batch):
+        assert isinstance(entry._cache._impl._locator, jit.PACKAGE_LOCATORS)
     pkg = tmp_path / "numba"
     shutil.copytree(jit._HERE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(jit, "_HERE", pkg)

@@ -193,13 +193,13 @@ def _gpus(cfg) -> int:
 def kernel_cache_cold() -> bool:
     """True when the numba kernel is in use (imported by a built env) and its on-disk cache holds no valid entry
     for either step entry point, so the first step compiles it (about a minute, once per source version)."""
-    batch = sys.modules.get("pbad_gym.kernels.numba.batch")
-    if batch is None:
+    entries = sys.modules.get("pbad_gym.kernels.numba.entries")
+    if entries is None:
         return False
     for name in ("step_batch", "step_batch_serial"):
         try:
             # numba's index is {} when missing or stale (the source changed since it was written)
-            if getattr(batch, name)._cache._cache_file._load_index():
+            if getattr(entries, name)._cache._cache_file._load_index():
                 return False
         except Exception:  # noqa: BLE001 — a numba without these internals: say nothing rather than guess
             return False

@@ -25,6 +25,7 @@ _EPS_BAND = 64.0  # round-off band in units of machine epsilon · |E|
 MU_SHRINK = 3.0  # μ ÷ this after an accepted step
 MU_GROW = 10.0  # μ × this after a rejected step ...
 MU_AFTER_REJECT = 1e-6  # ... and at least this
+MU0 = 1e-6  # the damping every solve starts from
 MU_MAX = 1e12
 # After a rejection, μ grows (× MU_GROW, solves only) until the next trial step is at most this fraction of the
 # rejected one's length in the D-norm √(Σ D_j δ_j²), before the energy is evaluated again. A rejection at small μ
@@ -85,7 +86,7 @@ def _measure(g, D, ctx):
     return xp_of(g).max(xp_of(g).abs(g) / D, axis=-1)
 
 
-def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e-9, mu0=1e-6,
+def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e-9, mu0=MU0,
                         record_history=False, sqrt_hessian=False, compact=None):
     """Minimise an energy over a batch of B problems in lock-step.
 

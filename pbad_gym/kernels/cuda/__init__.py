@@ -1,6 +1,6 @@
 """The fused GPU step (DESIGN.md §11): one CUDA thread per trajectory runs its own Levenberg-Marquardt to
 convergence inside ONE kernel launch per step, compiled by numba.cuda from the CPU kernel's own scalar-style
-functions (kernels/numba/core.py), on CuPy arrays that stay on the device.
+functions (the modules of kernels/numba), on CuPy arrays that stay on the device.
 
 Entry points: :func:`supports` (None, or the reason a case falls back to the lock-step CuPy path),
 :func:`unavailable_reason` (why backend="cuda" cannot run here) and ``contract.step`` / ``contract.finish`` (the

@@ -10,7 +10,8 @@ import numpy as np
 
 from ...energies import ForceModel, contact_state
 from ...kinematics import Kinematics, forward_kinematics
-from ..numba.model import N_TERMS
+from ..numba.codegen import FINISH_FIELDS
+from ..numba.constants import ARRAY_FIELDS, N_TERMS
 from ..numba.scratch import BOOL, FLOAT, INT, scratch_shapes
 from ..numba.step import HESSIANS, KernelStep, _constants, _gauge_arrays, as_force_model, contact_fields
 from . import device
@@ -19,7 +20,6 @@ from . import device
 # and small blocks spread a small batch over more SMs
 THREADS_PER_BLOCK = 64
 _KINDS = {INT: np.int64, BOOL: np.bool_}
-FINISH_FIELDS = ("Rj", "R2", "K", "Xk", "H", "Af", "dv", "piv", "s33", "s3", "xv", "ev", "zv", "qdr", "trow")
 
 
 class _Device:
@@ -82,13 +82,14 @@ def _device():
 
 
 def _on_device(consts, dtype):
-    """The kernel arguments of a simulation's constants (KernelModel and KernelForces fields), copied to the device
-    once and cached beside the CPU kernel's own copies."""
+    """The kernel arguments of a simulation's constants (BodyArrays and StepConstants fields; arrays copied to the
+    device once, numbers as they are), cached beside the CPU kernel's own copies."""
     key = ("cuda", np.dtype(dtype).str)
     if key not in consts[2]:
         dev = _device()
         m, fo = consts[0], consts[1]
-        consts[2][key] = tuple(dev.arg(dev.xp.asarray(a)) for a in (*m, *fo))
+        fo_args = tuple(dev.arg(dev.xp.asarray(v)) if k in ARRAY_FIELDS else v for k, v in fo._asdict().items())
+        consts[2][key] = tuple(dev.arg(dev.xp.asarray(a)) for a in m) + fo_args
     return consts[2][key]
 
 
@@ -100,7 +101,7 @@ def scratch(consts, B, nq, dtype, fields=None):
         for k in [k for k in consts[2] if k[0] == "cuda-scratch" and k[3] == fields]:  # one batch size at a time
             del consts[2][k]
         m, dev = consts[0], _device()
-        shapes = scratch_shapes(m.mass.shape[0], m.dof_link.shape[0], nq, m.sph_r.shape[0])
+        shapes = scratch_shapes(m.mass.shape[0], m.dof_link.shape[0], nq, m.contact_r.shape[0])
         consts[2][key] = {name: dev.empty(shape + (B,), dtype if kind == FLOAT else _KINDS[kind])
                           for name, (shape, kind) in shapes.items() if fields is None or name in fields}
     return consts[2][key]
@@ -111,7 +112,7 @@ def _empty_outputs(consts, dtype):
     key = ("cuda-empty", np.dtype(dtype).str)
     if key not in consts[2]:
         m, dev = consts[0], _device()
-        L, nv, n_s = m.mass.shape[0], m.dof_link.shape[0], m.sph_r.shape[0]
+        L, nv, n_s = m.mass.shape[0], m.dof_link.shape[0], m.contact_r.shape[0]
         shapes = ((0, nv), (0, L, 3, 3), (0, L, 3), (0, nv, 3), (0, nv, 3), (0, N_TERMS), (0, n_s, 3), (0, n_s),
                   (0, n_s), (0, n_s, 3), (0, n_s, 3))
         consts[2][key] = tuple(dev.empty(s, np.bool_ if i == 7 else dtype) for i, s in enumerate(shapes))
@@ -157,15 +158,13 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
     dtype = np.dtype(q_cur.dtype)
     if dtype != np.float64 and dtype != np.float32:
         raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
-    max_iter = 50 if max_iter is None else int(max_iter)
-    tol = (1e-9 if dtype == np.float64 else 1e-5) if tol is None else float(tol)
     B, nq, nv = q_cur.shape[0], body.nq, body.nv
     for name, a, shape in (("q_prev", q_prev, (B, nq)), ("q_cur", q_cur, (B, nq)), ("tau", tau, (B, nv))):
         if tuple(a.shape) != shape:
             raise ValueError(f"{name} must have shape {shape}, got {tuple(a.shape)}")
     q_prev, q_cur, tau = (xp.ascontiguousarray(a, dtype=dtype) for a in (q_prev, q_cur, tau))
     consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
-    n_s = consts[0].sph_r.shape[0]
+    n_s = consts[0].contact_r.shape[0]
     has_contact = forces.contact is not None
     if has_contact:
         if contact is None:
@@ -230,7 +229,7 @@ def finish_cuda(body, q_prev, q, dt, forces, *, gauge=None):
     q = xp.ascontiguousarray(q)
     q_prev = xp.ascontiguousarray(q_prev, dtype=dtype)
     B, L, nv = q.shape[0], body.L, body.nv
-    consts = _constants(body, forces, float(dt), 50, 1e-9, "exact", dtype)
+    consts = _constants(body, forces, float(dt), None, None, "exact", dtype)
     act, gear = _gauge_on_device(consts, gauge, dtype)
     qd, terms = xp.empty((B, nv), dtype), xp.empty((B, N_TERMS), dtype)
     R, t = xp.empty((B, L, 3, 3), dtype), xp.empty((B, L, 3), dtype)

@@ -1,16 +1,15 @@
-"""The compiled entry points: the batch loops over trajectories (prange over chunks of rows, scratch allocated
-once per chunk) that the step contract (step.py) calls."""
+"""The batch loops behind the compiled entry points (entries.py): chunks of rows, each on its own scratch."""
 from __future__ import annotations
 
-
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
 from .configuration import difference
+from .constants import N_TERMS
 from .dynamics import _finish_scratch, energy_terms_row
 from .forward import forward_kinematics
+from .jit import ROW_LOOP_OPTIONS, jitable
 from .lm import carry_poses, step_row
-from .jit import jitable, ROW_LOOP_OPTIONS
-from .model import KernelForces, KernelModel, N_TERMS, S_DT
 from .scratch import alloc_scratch
 
 
@@ -23,16 +22,10 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
     slot s % 2 of CP, CACT, CNORM, CANC to slot (s+1) % 2, and writes its iterations, gradient norm, convergence
     and energy terms to IT[s], GN[s], CONV[s] and TERMS[s]; the other finish outputs are the last substep's.
 
-    Each chunk copies the constants and allocates its scratch here (with reference counting, which allocation
-    needs), then runs its rows, each through all its substeps, in :func:`_run_rows` (without it). The copies
-    were first made to keep threads off each other's reference-count cache lines; with the counting gone they
-    still pay: without them Spider-v2 at 256 envs ran 0.93× as fast (paired, BENCHMARKS.md)."""
-    m = KernelModel(m.jtype.copy(), m.parent.copy(), m.order.copy(), m.q_start.copy(), m.v_start.copy(),
-                    m.dof_link.copy(), m.lim_on.copy(), m.lim_q.copy(), m.quat_q.copy(), m.quat_v.copy(),
-                    m.lin_q.copy(), m.lin_v.copy(), m.sph_link.copy(), m.hess_weight.copy(), m.lim_lo.copy(),
-                    m.lim_hi.copy(), m.mass.copy(), m.c.copy(), m.S.copy(), m.place_R.copy(), m.place_t.copy(),
-                    m.axis1.copy(), m.axis2.copy(), m.armature.copy(), m.sph_p0.copy(), m.sph_r.copy())
-    fo = KernelForces(fo.gravity.copy(), fo.drag.copy(), fo.chart.copy(), fo.flags.copy(), fo.scalars.copy())
+    Allocates the chunk's scratch here (with reference counting, which allocation needs), then runs its rows, each
+    through all its substeps, in :func:`_run_rows` (without it). The parallel entry hands each chunk its own copy of
+    the constants (entries.copy_body): without them Spider-v2 at 256 envs ran 0.93× as fast (paired,
+    BENCHMARKS.md)."""
     sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], Q.shape[2], CP.shape[2], Q.dtype)
     act, gear = act.copy(), gear.copy()
     _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
@@ -43,7 +36,7 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
 def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
               TERMS, out_force, r0, r1, sc):
     """:func:`step_rows`' loops on its scratch ``sc``, compiled with :data:`ROW_LOOP_OPTIONS` (no reference
-    counting: with it, every call of a helper that takes arrays — the KernelModel's 26 among them — paid atomic
+    counting: with it, every call of a helper that takes arrays — the BodyArrays' among them — paid atomic
     increments and decrements of their counts; BENCHMARKS.md). The arithmetic, and so every number, is the same."""
     n = IT.shape[0]
     for r in range(r0, r1):  # a row's substeps back to back: its poses carry from one to the next
@@ -59,69 +52,22 @@ def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, wan
                 carry_poses(sc, cu)
 
 
-@njit(cache=True, parallel=True, nogil=True)
-def step_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-               sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-               sph_r, gravity, drag, chart, flags, scalars, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear,
-               want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, nchunks):
-    """IT.shape[0] steps (substeps under the same torques tau) of the batch, split into ``nchunks`` contiguous
-    chunks run by the thread pool in one parallel region (:func:`step_rows`: scratch once per chunk; the state in
-    Q (3, B, nq), the contact memory in CP, CACT, CNORM, CANC (2, B, …); the finish outputs the last substep's).
-
-    Arguments are the fields of KernelModel and KernelForces, flat: numba types plain arrays in C at dispatch,
-    NamedTuples field by field in Python (tens of microseconds per call)."""
-    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
-                    sph_p0, sph_r)
-    fo = KernelForces(gravity, drag, chart, flags, scalars)
-    B = Q.shape[1]
-    for k in prange(nchunks):
-        step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
-                  out_v, TERMS, out_force, k * B // nchunks, (k + 1) * B // nchunks)
-
-
-@njit(cache=True, nogil=True)
-def step_batch_serial(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q,
-                      lin_v, sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2,
-                      armature, sph_p0, sph_r, gravity, drag, chart, flags, scalars, Q, tau, CP, CACT, CNORM, CANC,
-                      IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force):
-    """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
-    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
-                    sph_p0, sph_r)
-    fo = KernelForces(gravity, drag, chart, flags, scalars)
-    step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
-              out_v, TERMS, out_force, 0, Q.shape[1])
-
-
-@njit(cache=True, nogil=True)
-def kinematics_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-                     sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
-                     sph_p0, sph_r, q, R, t, w, v):
+@jitable
+def kinematics_rows(m, q, R, t, w, v):
     """Forward kinematics of every row of q (B, nq) into R (B, L, 3, 3), t (B, L, 3), w, v (B, nv, 3)."""
-    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
-                    sph_p0, sph_r)
-    L = mass.shape[0]
+    L = m.mass.shape[0]
     Rj, R2 = np.empty((L, 3, 3), q.dtype), np.empty((L, 3, 3), q.dtype)
     for r in range(q.shape[0]):
         forward_kinematics(m, q[r], R[r], t[r], w[r], v[r], Rj, R2)
 
 
-@njit(cache=True, nogil=True)
-def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-                 sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature, sph_p0,
-                 sph_r, gravity, drag, chart, flags, scalars, act, gear, q_prev, q, out_qd, out_R, out_t, out_w,
-                 out_v, out_terms):
+@jitable
+def finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms):
     """What :func:`step_rows` leaves with ``want`` for a state that did not come out of a step (a reset, a
     restore): velocity (q ⊖ q_prev)/Δt (B, nv), kinematics of q and the energy terms (B, N_TERMS) — the same
     compiled code, so a row's values do not depend on which of the two computed them."""
-    m = KernelModel(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v,
-                    sph_link, hess_weight, lim_lo, lim_hi, mass, c, S, place_R, place_t, axis1, axis2, armature,
-                    sph_p0, sph_r)
-    fo = KernelForces(gravity, drag, chart, flags, scalars)
     dtype = q.dtype
-    L, nv = mass.shape[0], dof_link.shape[0]
+    L, nv = m.mass.shape[0], m.dof_link.shape[0]
     Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)
     K, Xk = np.empty((L, 6, 6), dtype), np.empty((nv, 6), dtype)
     M, A = np.empty((nv, nv), dtype), np.empty((nv, nv), dtype)
@@ -135,9 +81,9 @@ def finish_batch(jtype, parent, order, q_start, v_start, dof_link, lim_on, lim_q
 @njit(**ROW_LOOP_OPTIONS)
 def _finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms, Rj, R2, K, Xk, M, A, dv,
                  piv, s33, s3, xv, ev, zv, qdr, trow):
-    """:func:`finish_batch`'s row loop on its scratch (:data:`ROW_LOOP_OPTIONS`, see :func:`_run_rows`)."""
+    """:func:`finish_rows`' row loop on its scratch (:data:`ROW_LOOP_OPTIONS`, see :func:`_run_rows`)."""
     nv = m.dof_link.shape[0]
-    dt = fo.scalars[S_DT]
+    dt = fo.dt
     for r in range(q.shape[0]):
         difference(m, q_prev[r], q[r], dv)
         for k in range(nv):
@@ -148,4 +94,3 @@ def _finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v
                          zv, piv, s33, s3, trow)
         for k in range(N_TERMS):
             out_terms[r, k] = trow[k]
-

@@ -5,18 +5,16 @@ from __future__ import annotations
 import math
 
 from .jit import jitable
-from .model import (F_CAP_APPLIED, F_FRICTION, S_CONE_TOL, S_CONTACT_D, S_CONTACT_DN, S_CONTACT_K, S_DT, S_HEIGHT,
-                    S_MU, S_SLIP_EPS)
 
 
 @jitable
-def _normal_depth(sph_r, sc, s, pz, cP):
+def _normal_depth(sph_r, fo, s, pz, cP):
     """(d_eff [m], k_eff [N/m]) of sphere s with centre height pz (energies/contact.py _normal_depth): the penalty's
     depth and stiffness, or with normal damping the clamped Kelvin-Voigt form (k + c/Δt)/2·max(0, d − s0)² (cP holds
     every sphere's centre at q_k)."""
-    k_n, h = sc[S_CONTACT_K], sc[S_HEIGHT]
+    k_n, h = fo.contact_k, fo.height
     d = max(0.0, sph_r[s] - (pz - h))
-    k_d = sc[S_CONTACT_DN] / sc[S_DT]
+    k_d = fo.contact_dn / fo.dt
     if k_d > 0:
         d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
         d = max(0.0, d - d_k * k_d / (k_n + k_d))
@@ -25,14 +23,14 @@ def _normal_depth(sph_r, sc, s, pz, cP):
 
 
 @jitable
-def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
+def sphere_point_terms(sph_link, p0, sph_r, fr, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
     """Ground-contact point energy of sphere s (links sph_link, centres p0, radii sph_r; friction code fr,
-    KernelForces scalars sc) at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3) when ``want_h``;
+    StepConstants fo) at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3) when ``want_h``;
     its centre into P (3,). Returns the value."""
     l = sph_link[s]
     for a in range(3):
         P[a] = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
-    d, k_n = _normal_depth(sph_r, sc, s, P[2], cP)
+    d, k_n = _normal_depth(sph_r, fo, s, P[2], cP)
     val = 0.5 * k_n * d * d
     gP[0] = gP[1] = 0.0
     gP[2] = -k_n * d
@@ -42,7 +40,7 @@ def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, ca
                 HP[a, b] = 0.0
         HP[2, 2] = k_n if d > 0 else 0.0
     if fr == 0:  # viscous
-        kk = sc[S_CONTACT_D] / sc[S_DT] * (1.0 if cact[s] else 0.0)
+        kk = fo.contact_d / fo.dt * (1.0 if cact[s] else 0.0)
         x0, x1 = P[0] - cP[s, 0], P[1] - cP[s, 1]
         val += 0.5 * (kk * (x0 * x0 + x1 * x1))
         gP[0] += kk * x0
@@ -51,8 +49,8 @@ def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, ca
             HP[0, 0] += kk
             HP[1, 1] += kk
     elif fr == 1:  # smoothed Coulomb
-        eps = sc[S_SLIP_EPS]
-        kk = sc[S_MU] * cnorm[s] * (1.0 if cact[s] else 0.0)
+        eps = fo.slip_eps
+        kk = fo.mu * cnorm[s] * (1.0 if cact[s] else 0.0)
         x0, x1 = P[0] - canc[s, 0], P[1] - canc[s, 1]
         sn = math.sqrt(x0 * x0 + x1 * x1)
         phi = 0.5 * sn * sn / eps if sn < eps else sn - 0.5 * eps
@@ -72,31 +70,31 @@ def sphere_point_terms(sph_link, p0, sph_r, fr, sc, s, R, t, cP, cact, cnorm, ca
 
 
 @jitable
-def applied_normal(sph_link, p0, sph_r, sc, s, R, t, cP):
+def applied_normal(sph_link, p0, sph_r, fo, s, R, t, cP):
     """Normal force [N] the ground applies on sphere s at poses (R, t) in a step from centres cP (energies/contact.py
     applied_normal): (D1 + Dn/Δt)·max(0, d − s0), the spring force D1·d without normal damping."""
     l = sph_link[s]
     pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
-    d, k_n = _normal_depth(sph_r, sc, s, pz, cP)
+    d, k_n = _normal_depth(sph_r, fo, s, pz, cP)
     return k_n * d
 
 
 @jitable
-def cone_refresh(m, sc, R, t, cP, cact, cnorm):
+def cone_refresh(m, fo, R, t, cP, cact, cnorm):
     """The fixed point's test (integrators/pbad.py solve_step_in_cone): when an active sphere's normal force at poses
-    (R, t) differs from its friction cap cnorm by more than S_CONE_TOL of the larger, every sphere's cap becomes
+    (R, t) differs from its friction cap cnorm by more than fo.cone_tol of the larger, every sphere's cap becomes
     its applied normal force and True is returned (the row re-solves); else nothing changes."""
-    rtol = sc[S_CONE_TOL]
-    n_s = m.sph_link.shape[0]
+    rtol = fo.cone_tol
+    n_s = m.contact_link.shape[0]
     gap = False
     for s in range(n_s):
         if cact[s]:
-            n = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP)
+            n = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
             if abs(n - cnorm[s]) > rtol * max(n, cnorm[s]):
                 gap = True
     if gap:
         for s in range(n_s):
-            cnorm[s] = applied_normal(m.sph_link, m.sph_p0, m.sph_r, sc, s, R, t, cP)
+            cnorm[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
     return gap
 
 
@@ -117,14 +115,13 @@ def contact_update(m, fo, R, t, cP, cact, cnorm, canc, r, nP, nact, nnorm, nanc,
     """Row r of the contact memory of the new state and of the ground force the step applied (energies/contact.py
     contact_state with ``prev`` = the step's memory (cP, cact, cnorm, canc), and sphere_forces = −∂E/∂P at the
     new poses (R, t) with that memory)."""
-    sc = fo.scalars
-    k_n, h, eps = sc[S_CONTACT_K], sc[S_HEIGHT], sc[S_SLIP_EPS]
-    coulomb = fo.flags[F_FRICTION] == 1
-    applied = fo.flags[F_CAP_APPLIED] != 0
-    for s in range(m.sph_link.shape[0]):
-        sphere_point_terms(m.sph_link, m.sph_p0, m.sph_r, fo.flags[F_FRICTION], sc, s, R, t, cP, cact, cnorm, canc,
+    k_n, h, eps = fo.contact_k, fo.height, fo.slip_eps
+    coulomb = fo.friction == 1
+    applied = fo.cap_applied != 0
+    for s in range(m.contact_link.shape[0]):
+        sphere_point_terms(m.contact_link, m.contact_p0, m.contact_r, fo.friction, fo, s, R, t, cP, cact, cnorm, canc,
                            gP, HP, False, P)
-        d = max(0.0, m.sph_r[s] - (P[2] - h))
+        d = max(0.0, m.contact_r[s] - (P[2] - h))
         on = d > 0
         nact[r, s] = on
         nnorm[r, s] = -gP[2] if applied else k_n * d  # −∂E/∂P_z: the normal force just applied

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from ...energies import ContactMemory
 from ...integrators.state import EnergyTerms, StepInfo, with_contact_memory
-from .model import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+from .constants import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
 from .step import finish_numba, forward_kinematics_numba, kernel_step
 
-# Compiled kinematics.forward_kinematics (same Kinematics to round-off). Its compiled entry lives in core.py beside
-# the step, so that an edit of the kernel's kinematics invalidates both caches (numba checks only the timestamp of
-# the file that defines a cached entry point, not of the functions it calls).
+# Compiled kinematics.forward_kinematics (same Kinematics to round-off). Its compiled entry is generated into
+# entries.py beside the step's; jit.PackageLocator keys both caches on every kernel source file.
 forward_kinematics = forward_kinematics_numba
 
 

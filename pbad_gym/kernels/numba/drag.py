@@ -10,7 +10,7 @@ def _drag_link(mass, c, S, i, R, t, A, b, W, scale, G, f, s33):
     the links' mass moments; W (L, 3, 3) the drag weights): adds ∂/∂R, ∂/∂t to G[i], f[i] and returns the
     value (s33 (≥3, 3, 3) scratch: D, ½∂/∂R, u | ½∂/∂t). The inertia term (W = 1) is :func:`_inertia_gravity`.
 
-    Helpers called per link or per sphere take the arrays they read, not the KernelModel: a call that LLVM does
+    Helpers called per link or per sphere take the arrays they read, not the BodyArrays: a call that LLVM does
     not inline passes every field of a NamedTuple argument (26 arrays), which cost more than the arithmetic."""
     mi = mass[i]
     for a in range(3):

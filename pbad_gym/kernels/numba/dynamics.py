@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .constants import N_TERMS, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+from .jit import jitable
 from .linalg import solve_damped
 from .spatial import _inertia_form
-from .jit import jitable
-from .model import (F_CONTACT, F_LIMITS, N_TERMS, S_CONTACT_K, S_HEIGHT, S_LIMIT_K, T_ACTUATION, T_COM, T_CONTACT,
-                    T_KINETIC, T_LIMITS)
 
 
 @jitable
@@ -59,7 +59,6 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
     and the centre of mass (3,) [m]. q (nq,), qd (nv,), (R, t, w, v) the kinematics of q. M⁻¹'s entries come
     from one Cholesky factor L of M, (M⁻¹)_ab = (L⁻¹e_a)·(L⁻¹e_b) (the columns of M⁻¹ by LU with pivoting, as
     LAPACK's inverse, if M is not positive definite); M is overwritten."""
-    sc, fl = fo.scalars, fo.flags
     nv = m.dof_link.shape[0]
     mass_matrix(m, R, t, w, v, K, Xk, M)
     ke = 0.0
@@ -119,23 +118,23 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
                 c2 += gear[a] * s
     out[T_ACTUATION] = math.sqrt(c2)
     vl = 0.0
-    if fl[F_LIMITS]:
+    if fo.has_limits:
         for j in range(m.lim_on.shape[0]):
             if m.lim_on[j]:
                 qi = q[m.lim_q[j]]
                 over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
                 vl += over * over
-        vl = 0.5 * sc[S_LIMIT_K] * vl
+        vl = 0.5 * fo.limit_k * vl
     out[T_LIMITS] = vl
     vc = 0.0
-    if fl[F_CONTACT]:
-        h, p0 = sc[S_HEIGHT], m.sph_p0
-        for s_ in range(m.sph_link.shape[0]):
-            l = m.sph_link[s_]
+    if fo.has_contact:
+        h, p0 = fo.height, m.contact_p0
+        for s_ in range(m.contact_link.shape[0]):
+            l = m.contact_link[s_]
             pz = t[l, 2] + (R[l, 2, 0] * p0[s_, 0] + R[l, 2, 1] * p0[s_, 1] + R[l, 2, 2] * p0[s_, 2])
-            d = max(0.0, m.sph_r[s_] - (pz - h))
+            d = max(0.0, m.contact_r[s_] - (pz - h))
             vc += d * d
-        vc = 0.5 * sc[S_CONTACT_K] * vc
+        vc = 0.5 * fo.contact_k * vc
     out[T_CONTACT] = vc
     total = 0.0
     c0 = c1 = c2_ = 0.0

@@ -3,23 +3,21 @@ kinematics/chain_rule.py generalized_hessian)."""
 from __future__ import annotations
 
 from .contact import _sphere_idle, sphere_point_terms
+from .jit import jitable
 from .joints import joint_hessian
 from .spatial import _inertia_form, _spatial_form, _world_moments
-from .jit import jitable
-from .model import F_ARMATURE, F_CONTACT, F_DRAG, F_EXACT, F_FRICTION, S_DT, S_HEIGHT
 
 
 @jitable
 def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, canc, K, Z, F, Xk, H, D, s33, s3,
             s36):
     """Step Hessian H (nv, nv) at q and the diagonal D (nv,) of its Gauss-Newton part (armature included)."""
-    sc, fl = fo.scalars, fo.flags
-    dt = sc[S_DT]
+    dt = fo.dt
     L, nv = m.mass.shape[0], m.dof_link.shape[0]
-    exact = fl[F_EXACT] != 0
+    exact = fo.exact != 0
     Wl, Sw, RS = s33[4], s33[5], s33[6]
     cw, Rc = s3[5], s3[6]
-    drag = fl[F_DRAG] != 0
+    drag = fo.has_drag != 0
     for i in range(L):
         mi = m.mass[i]
         if drag:
@@ -39,14 +37,14 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
                 for b in range(3):
                     Z[i, a, b] = ((R[i, a, 0] * G[i, b, 0] + R[i, a, 1] * G[i, b, 1] + R[i, a, 2] * G[i, b, 2])
                                   + t[i, a] * f[i, b])
-    if fl[F_CONTACT]:
+    if fo.has_contact:
         gP, HP, P = s3[3], s33[3], s3[4]
         T, HT = s36[0], s36[1]
-        sl, sp, sr_, fr, h = m.sph_link, m.sph_p0, m.sph_r, fl[F_FRICTION], sc[S_HEIGHT]
+        sl, sp, sr_, fr, h = m.contact_link, m.contact_p0, m.contact_r, fo.friction, fo.height
         for s in range(sl.shape[0]):
             if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # zero Hessian block
                 continue
-            sphere_point_terms(sl, sp, sr_, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, True, P)
+            sphere_point_terms(sl, sp, sr_, fr, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, True, P)
             P0, P1, P2 = P[0], P[1], P[2]
             # T = [−[P]×, 1]
             T[0, 0], T[0, 1], T[0, 2] = 0.0, P2, -P1
@@ -58,7 +56,7 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
             for a in range(3):
                 for b in range(6):
                     HT[a, b] = HP[a, 0] * T[0, b] + HP[a, 1] * T[1, b] + HP[a, 2] * T[2, b]
-            l = m.sph_link[s]
+            l = m.contact_link[s]
             for a in range(6):
                 for b in range(6):
                     K[l, a, b] += T[0, a] * HT[0, b] + T[1, a] * HT[1, b] + T[2, a] * HT[2, b]
@@ -109,7 +107,7 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
                 H[j, k] += p
                 H[k, j] += p
     joint_hessian(m, fo, q, qref, qpred, tau, H)
-    if fl[F_ARMATURE]:
+    if fo.has_armature:
         for k in range(nv):
             D[k] += fo.chart[2, k]
 

@@ -14,14 +14,15 @@ import hashlib
 import os
 from pathlib import Path
 
-from numba.core.caching import CacheImpl, InTreeCacheLocator
+from numba.core.caching import CacheImpl, InTreeCacheLocator, UserProvidedCacheLocator, UserWideCacheLocator
 from numba.extending import register_jitable
 
 jitable = register_jitable
 
 _HERE = Path(__file__).resolve().parent
 # the files whose source the compiled code depends on: this package and the NumPy modules it imports constants from
-_SOURCES = (_HERE, _HERE.parent.parent / "optim" / "lm.py", _HERE.parent.parent / "model" / "joints.py")
+_SOURCES = (_HERE, _HERE.parent.parent / "optim" / "lm.py", _HERE.parent.parent / "model" / "joints.py",
+            _HERE.parent.parent / "model" / "body_arrays.py")
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,9 +36,10 @@ def source_hash() -> bytes:
     return h.digest()
 
 
-class PackageLocator(InTreeCacheLocator):
-    """numba's in-tree cache (``__pycache__`` beside the file), stamped with :func:`source_hash` for functions
-    defined in this package (elsewhere it declines, and numba asks its next locator)."""
+class _PackageStamp:
+    """Mixin for numba's cache locators: stamp entries with :func:`source_hash` (numba's own stamp is the defining
+    file's mtime and size, blind to the helpers in other files); decline functions defined outside this package, so
+    numba asks its next locator."""
 
     def get_source_stamp(self):
         return source_hash()
@@ -49,8 +51,23 @@ class PackageLocator(InTreeCacheLocator):
         return super().from_function(py_func, py_file)
 
 
-if PackageLocator not in CacheImpl._locator_classes:
-    CacheImpl._locator_classes.insert(0, PackageLocator)
+# numba's own order, each stamped: NUMBA_CACHE_DIR when set, else __pycache__ beside the file when writable, else the
+# user-wide cache (a read-only install)
+class PackageUserProvidedLocator(_PackageStamp, UserProvidedCacheLocator):
+    pass
+
+
+class PackageLocator(_PackageStamp, InTreeCacheLocator):
+    pass
+
+
+class PackageUserWideLocator(_PackageStamp, UserWideCacheLocator):
+    pass
+
+
+PACKAGE_LOCATORS = (PackageUserProvidedLocator, PackageLocator, PackageUserWideLocator)
+if PACKAGE_LOCATORS[0] not in CacheImpl._locator_classes:
+    CacheImpl._locator_classes[:0] = PACKAGE_LOCATORS
 
 
 def _row_loop_options():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .algebra import quat_mul
 from .jit import jitable
-from .model import F_ARMATURE, F_DAMPING, F_LIMITS, S_DT, S_LIMIT_D, S_LIMIT_K
 
 
 @jitable
@@ -33,8 +32,8 @@ def _chart_quat_hessian(H, v0, b0, b1, b2, rw, rx, ry, rz, e0, e1, e2):
 
 @jitable
 def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g):
-    """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (b: a row of KernelForces.chart, damping b/Δt or
-    armature a/Δt²): value; adds the gradient to g. Takes the coordinate maps, not the KernelModel (see
+    """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (b: a row of StepConstants.chart, damping b/Δt or
+    armature a/Δt²): value; adds the gradient to g. Takes the coordinate maps, not the BodyArrays (see
     :func:`_drag_link`)."""
     val = 0.0
     for i in range(lin_q.shape[0]):
@@ -90,7 +89,6 @@ def _limit_depth(m, j, q, qref, k_l, c_l):
 @jitable
 def joint_terms(m, fo, q, qref, qpred, tau, g):
     """Value of the joint terms (actuation, limits, damping, armature); adds their gradient to g."""
-    sc, fl = fo.scalars, fo.flags
     val = 0.0
     for i in range(m.lin_q.shape[0]):
         j = m.lin_v[i]
@@ -106,8 +104,8 @@ def joint_terms(m, fo, q, qref, qpred, tau, g):
         g[v0] += -(rw * t0 - (ry * t2 - rz * t1))
         g[v0 + 1] += -(rw * t1 - (rz * t0 - rx * t2))
         g[v0 + 2] += -(rw * t2 - (rx * t1 - ry * t0))
-    if fl[F_LIMITS]:
-        k_l, c_l = sc[S_LIMIT_K], sc[S_LIMIT_D] / sc[S_DT]
+    if fo.has_limits:
+        k_l, c_l = fo.limit_k, fo.limit_d / fo.dt
         k_lc = k_l + c_l
         vl = 0.0
         for j in range(m.lim_on.shape[0]):
@@ -116,9 +114,9 @@ def joint_terms(m, fo, q, qref, qpred, tau, g):
                 vl += over * over
                 g[j] += k_lc * over
         val += 0.5 * k_lc * vl
-    if fl[F_DAMPING]:
+    if fo.has_damping:
         val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], g)
-    if fl[F_ARMATURE]:
+    if fo.has_armature:
         val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], g)
     return val
 
@@ -127,7 +125,6 @@ def joint_terms(m, fo, q, qref, qpred, tau, g):
 def joint_hessian(m, fo, q, qref, qpred, tau, H):
     """Adds the Hessian of :func:`joint_terms` to H (each entry's additions in the order joint_terms made them
     when it also built the Hessian)."""
-    sc, fl = fo.scalars, fo.flags
     for i in range(m.quat_q.shape[0]):
         a, v0 = m.quat_q[i], m.quat_v[i]
         rw, rx, ry, rz = quat_mul(qref[a], -qref[a + 1], -qref[a + 2], -qref[a + 3], q[a], q[a + 1], q[a + 2],
@@ -135,14 +132,14 @@ def joint_hessian(m, fo, q, qref, qpred, tau, H):
         dg = 0.5 * (tau[v0] * rx + tau[v0 + 1] * ry + tau[v0 + 2] * rz)
         for k in range(3):
             H[v0 + k, v0 + k] += dg
-    if fl[F_LIMITS]:
-        k_l, c_l = sc[S_LIMIT_K], sc[S_LIMIT_D] / sc[S_DT]
+    if fo.has_limits:
+        k_l, c_l = fo.limit_k, fo.limit_d / fo.dt
         k_lc = k_l + c_l
         for j in range(m.lim_on.shape[0]):
             if m.lim_on[j] and _limit_depth(m, j, q, qref, k_l, c_l) != 0:
                 H[j, j] += k_lc
-    if fl[F_DAMPING]:
+    if fo.has_damping:
         _chart_damping_hessian(m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], H)
-    if fl[F_ARMATURE]:
+    if fo.has_armature:
         _chart_damping_hessian(m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], H)
 

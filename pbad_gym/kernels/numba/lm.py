@@ -7,14 +7,14 @@ import math
 
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
+from .constants import N_TERMS
 from .contact import cone_refresh, contact_update
 from .dynamics import energy_terms_row
 from .forward import forward_kinematics
 from .hessian import hessian
+from .jit import jitable
 from .linalg import _damped_step, _length2, _measure
 from .terms import _energy_grad
-from .jit import jitable
-from .model import F_CONE_PASSES, F_CONTACT, F_DRAG, F_MAX_ITER, N_TERMS, S_DT, S_MACH_EPS, S_MU0, S_TOL
 
 
 @jitable
@@ -40,10 +40,9 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     s33, s3, s36, xv, ev, zv, qdr, trow = sc.s33, sc.s3, sc.s36, sc.xv, sc.ev, sc.zv, sc.qdr, sc.trow
     n_s = cP.shape[1]
     L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
-    sc_, fl = fo.scalars, fo.flags
-    tol, eps, mu0 = sc_[S_TOL], sc_[S_MACH_EPS], sc_[S_MU0]
-    max_iter = fl[F_MAX_ITER]
-    dt = sc_[S_DT]
+    tol, eps, mu0 = fo.tol, fo.mach_eps, fo.mu0
+    max_iter = fo.max_iter
+    dt = fo.dt
     for k in range(qc.shape[0]):
         qp[k], qc[k] = q_prev[r, k], q_cur[r, k]
     for k in range(ta.shape[0]):
@@ -61,7 +60,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
             bt[i, a] = 2 * tr[i, a] - tp[i, a]
             for b in range(3):
                 A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
-    if fl[F_DRAG]:
+    if fo.has_drag:
         for i in range(L):
             C = fo.drag
             for a in range(3):
@@ -83,9 +82,9 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     conv = False
     gnorm = _measure(gs[0], D)
     limit = math.inf
-    for p in range(fl[F_CONE_PASSES] + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
+    for p in range(fo.cone_passes + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
         if p > 0:
-            if not cone_refresh(m, sc_, Rs[cu], ts[cu], cPr, car, cnr):
+            if not cone_refresh(m, fo, Rs[cu], ts[cu], cPr, car, cnr):
                 break
             E = _energy_grad(m, fo, xs[cu], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[cu], ts[cu],
                              ws[cu], vs[cu], Rj, R2, Gs[cu], fs[cu], wr, gs[cu], s33, s3)
@@ -152,7 +151,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
                          s3, trow)
         for k in range(N_TERMS):
             out_terms[r, k] = trow[k]
-        if fl[F_CONTACT]:
+        if fo.has_contact:
             contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
                            out_force, s3[3], s33[3], s3[4])
     return cu

@@ -1,6 +1,6 @@
 """The work arrays of one trajectory's compiled step, as one typed value shared by both targets.
 
-The CPU kernel (core.step_rows) allocates one :class:`StepScratch` per chunk of trajectories and reuses it row after
+The CPU kernel (batch.step_rows) allocates one :class:`StepScratch` per chunk of trajectories and reuses it row after
 row; the GPU kernel (kernels.cuda) gives each thread a view of preallocated global arrays, one per field, with the
 batch axis LAST (thread r's element k of a field lies next to thread r+1's, so a warp's scratch accesses coalesce).
 :func:`scratch_shapes` is the one table of their shapes; :func:`alloc_scratch` (compiled into the CPU kernel) must
@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from numba.extending import register_jitable
 
-from .model import N_TERMS
+from .constants import N_TERMS
 
 # element kinds of the fields: the engine's float dtype, int64 (pivots), bool (contact flags)
 FLOAT, INT, BOOL = "float", "int64", "bool"

@@ -7,9 +7,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ...energies import ForceModel, contact_state
+from ...integrators.options import SolverOptions
 from ...kinematics import Kinematics, forward_kinematics
-from . import batch, threads
-from .model import N_TERMS, kernel_forces, kernel_model
+from ...model.body_arrays import c_contiguous
+from . import entries, threads
+from .constants import N_TERMS, step_constants
 
 HESSIANS = ("exact", "gauss_newton")
 SERIAL_BELOW = 4  # batches smaller than this run on the calling thread (no thread-pool launch)
@@ -52,17 +54,26 @@ def contact_fields(contact):
     return contact.P, contact.active, contact.normal, getattr(contact, "anchor", None)
 
 
+def body_arrays(body, dtype):
+    """``body``'s BodyArrays as C-contiguous NumPy arrays in ``dtype`` (cached on the body with its own arrays)."""
+    key = ("kernel", np.dtype(dtype).str)
+    hit = body._xp_cache.get(key)
+    if hit is None:
+        hit = body._xp_cache[key] = c_contiguous(body.arrays(np, dtype))
+    return hit
+
+
 def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
-    """(KernelModel, KernelForces, empty contact arrays by batch size) of one simulation's options, memoised by
-    identity (a stepping loop pays one dict lookup per call)."""
+    """(BodyArrays, StepConstants, a dict of cached work arrays) of one simulation's options, memoised by identity
+    (a stepping loop pays one dict lookup per call); max_iter / tol None take SolverOptions' defaults."""
     key = (id(forces), id(body), dt, max_iter, tol, hessian, dtype)
     hit = _FORCES.get(key)
     if hit is not None and hit[0] is forces and hit[1] is body:
         return hit[2]
     if len(_FORCES) > 64:
         _FORCES.clear()
-    fo = kernel_forces(body, forces, dt, max_iter=max_iter, tol=tol, hessian=hessian, dtype=dtype)
-    consts = (kernel_model(body, dtype), fo, {})
+    options = SolverOptions.create(dtype, max_iter=max_iter, tol=tol, hessian=hessian)
+    consts = (body_arrays(body, dtype), step_constants(body, forces, dt, options, dtype), {})
     _FORCES[key] = (forces, body, consts)
     return consts
 
@@ -113,7 +124,7 @@ def _empty_outputs(consts, dtype):
     key = ("empty", np.dtype(dtype).str)
     if key not in consts[2]:
         m = consts[0]
-        L, nv, S = m.mass.shape[0], m.dof_link.shape[0], m.sph_r.shape[0]
+        L, nv, S = m.mass.shape[0], m.dof_link.shape[0], m.contact_r.shape[0]
         consts[2][key] = (np.zeros((0, nv), dtype), np.zeros((0, L, 3, 3), dtype), np.zeros((0, L, 3), dtype),
                           np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((1, 0, N_TERMS), dtype),
                           np.zeros((0, S, 3), dtype))
@@ -150,13 +161,11 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     dtype = q_cur.dtype
     if dtype != np.float64 and dtype != np.float32:
         raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
-    max_iter = 50 if max_iter is None else int(max_iter)
-    tol = (1e-9 if dtype == np.float64 else 1e-5) if tol is None else float(tol)
     B, nq, nv = q_cur.shape[0], body.nq, body.nv
     tau = _arr(tau, dtype, (B, nv))
     consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
     m, fo, empty = consts
-    n_s = m.sph_r.shape[0]
+    n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
     # rotating buffers (batch.step_rows): the state in Q, the contact memory in two slots
     Q = np.empty((3, B, nq), dtype)
@@ -184,9 +193,9 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     parallel, key = _launch(consts, B, n, finish)
     t0 = time.perf_counter()
     if not parallel:
-        batch.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
+        entries.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
     else:
-        batch.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
+        entries.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
                         min(B, threads.num_threads()))
     threads.restore_torch_threads(torch_threads)
     if key is not None:
@@ -220,8 +229,8 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
     (q_next (B, nq), iterations (B,) int64, grad_norm (B,), converged (B,) bool).
 
     body: a Body; q_prev, q_cur (B, nq), tau (B, nv) NumPy arrays (float64 or float32; q_cur's dtype is the
-    kernel's); forces: a ForceModel or a gravity vector; max_iter (None: 50), tol (None: 1e-9 in float64, 1e-5 in
-    float32); contact: the lagged contact memory of q_cur (energies.contact_state's dict, or a NamedTuple with its
+    kernel's); forces: a ForceModel or a gravity vector; max_iter, tol (None: SolverOptions' defaults for
+    the dtype); contact: the lagged contact memory of q_cur (energies.contact_state's dict, or a NamedTuple with its
     fields), computed here when the force model has contact and none is given.
     """
     r = kernel_step(body, q_prev, q_cur, tau, dt, forces, max_iter=max_iter, tol=tol, hessian=hessian,
@@ -235,14 +244,13 @@ def finish_numba(body, q_prev, q, dt, forces, *, gauge=None):
     q = np.ascontiguousarray(q)
     dtype, B = q.dtype, q.shape[0]
     q_prev = _arr(q_prev, dtype, q.shape)
-    m = kernel_model(body, dtype)
-    fo = _constants(body, forces, float(dt), 50, 1e-9, "exact", dtype)[1]
+    m, fo, _ = _constants(body, forces, float(dt), None, None, "exact", dtype)
     act, gear = _gauge_arrays(gauge, dtype)
     L, nv = body.L, body.nv
     qd, terms = np.empty((B, nv), dtype), np.empty((B, N_TERMS), dtype)
     R, t = np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype)
     w, v = np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype)
-    batch.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
+    entries.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
     return qd, Kinematics(R, t, w, v), terms
 
 
@@ -252,8 +260,8 @@ def forward_kinematics_numba(body, q):
     overhead at small batches."""
     q = np.ascontiguousarray(q)
     dtype, B = q.dtype, q.shape[0]
-    m = kernel_model(body, dtype)
+    m = body_arrays(body, dtype)
     R, t = np.empty((B, body.L, 3, 3), dtype), np.empty((B, body.L, 3), dtype)
     w, v = np.empty((B, body.nv, 3), dtype), np.empty((B, body.nv, 3), dtype)
-    batch.kinematics_batch(*m, q, R, t, w, v)
+    entries.kinematics_batch(*m, q, R, t, w, v)
     return Kinematics(R, t, w, v)

@@ -7,37 +7,35 @@ from .contact import _sphere_idle, sphere_point_terms
 from .drag import _drag_link
 from .forward import forward_kinematics
 from .inertia import _inertia_gravity
-from .joints import joint_terms
 from .jit import jitable
-from .model import F_CONTACT, F_DRAG, F_FRICTION, F_GRAVITY, S_DT, S_HEIGHT
+from .joints import joint_terms
 
 
 @jitable
 def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3):
     """Value of the link terms (inertia, gravity, drag, contact) at poses (R, t); their pose gradients G, f."""
-    sc, fl = fo.scalars, fo.flags
-    dt = sc[S_DT]
+    dt = fo.dt
     L = m.mass.shape[0]
-    val_in, vg = _inertia_gravity(m.mass, m.c, m.S, R, t, A, bt, 0.5 / (dt * dt), fl[F_GRAVITY] != 0, fo.gravity,
+    val_in, vg = _inertia_gravity(m.mass, m.c, m.S, R, t, A, bt, 0.5 / (dt * dt), fo.has_gravity != 0, fo.gravity,
                                   G, f)
     val = val_in
-    if fl[F_GRAVITY]:
+    if fo.has_gravity:
         val += -vg
-    if fl[F_DRAG]:
+    if fo.has_drag:
         vd = 0.0
         for i in range(L):
             vd += _drag_link(m.mass, m.c, m.S, i, R, t, Rr, tr, Wd, 0.5 / dt, G, f, s33)
         val += vd
-    if fl[F_CONTACT]:
+    if fo.has_contact:
         gP, HP, P = s3[3], s33[3], s3[4]
         vc = 0.0
-        sl, sp, sr_, fr, h = m.sph_link, m.sph_p0, m.sph_r, fl[F_FRICTION], sc[S_HEIGHT]
+        sl, sp, sr_, fr, h = m.contact_link, m.contact_p0, m.contact_r, fo.friction, fo.height
         for s in range(sl.shape[0]):
             if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # adds exactly nothing: skip (most spheres, most steps)
                 continue
-            v_s = sphere_point_terms(sl, sp, sr_, fr, sc, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
+            v_s = sphere_point_terms(sl, sp, sr_, fr, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
             vc += v_s
-            l, p0 = m.sph_link[s], m.sph_p0
+            l, p0 = m.contact_link[s], m.contact_p0
             for a in range(3):
                 f[l, a] += gP[a]
                 for k in range(3):

@@ -1,0 +1,94 @@
+"""A step's options in the form the compiled kernels read: one NamedTuple of named scalars and three small arrays.
+
+The kernels cannot read the engine's option dataclasses (:class:`~pbad_gym.integrators.options.SolverOptions`, the
+:class:`~pbad_gym.energies.ForceModel` and its :class:`~pbad_gym.energies.GroundContact`), so
+:func:`step_constants` converts them once per simulation; every value comes from them (no defaults here), and one
+compiled kernel serves every option set because the switches are numbers, not types. The model itself is the
+engine's :class:`~pbad_gym.model.body_arrays.BodyArrays`, read field by field.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ...optim.lm import MU0
+
+FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
+# columns of the energy-terms output (B, N_TERMS) of the kernel's finish (integrators.state.EnergyTerms' fields):
+# kinetic energy [J], actuation coefficient [√J/s], limit energy [J], contact normal energy [J], centre of mass [m]
+T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, T_COM = 0, 1, 2, 3, 4
+N_TERMS = 7
+ARRAY_FIELDS = ("gravity", "drag", "chart")  # StepConstants' array fields (the others are numbers)
+
+
+class StepConstants(NamedTuple):
+    """One step's options for a body with L links and nv DOFs. Arrays (engine dtype): gravity (3,) [m/s²], drag
+    (L, 3) [1/s] (zeros when off), chart (3, nv): the per-DOF coefficients of the joint damping b/Δt and of the
+    armature a/Δt/Δt, and the armature's part of the Gauss-Newton diagonal a/(Δt·Δt) (rounded as the NumPy
+    reference rounds each). Switches (int): has_gravity, has_drag, has_contact, friction (FRICTION_CODES),
+    has_limits, has_damping, has_armature, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes and
+    cap_applied (Coulomb friction capped by the applied normal force). Scalars (float64): dt [s], tol (units of
+    q), limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps (slip velocity × Δt [m]), height [m],
+    cone_tol, mach_eps (the engine dtype's epsilon), mu0 (the LM's initial damping)."""
+
+    gravity: np.ndarray
+    drag: np.ndarray
+    chart: np.ndarray
+    has_gravity: int
+    has_drag: int
+    has_contact: int
+    friction: int
+    has_limits: int
+    has_damping: int
+    has_armature: int
+    exact: int
+    max_iter: int
+    cone_passes: int
+    cap_applied: int
+    dt: float
+    tol: float
+    limit_k: float
+    limit_d: float
+    contact_k: float
+    contact_d: float
+    contact_dn: float
+    mu: float
+    slip_eps: float
+    height: float
+    cone_tol: float
+    mach_eps: float
+    mu0: float
+
+
+def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants:
+    """The :class:`StepConstants` of a ForceModel ``forces``, step size ``dt`` [s] and SolverOptions ``options``
+    (its max_iter, tol and hessian) for ``body`` in the engine ``dtype``."""
+    dtype = np.dtype(dtype)
+    f = lambda a: np.ascontiguousarray(np.asarray(a, dtype=dtype))  # noqa: E731
+    c = forces.contact
+    coulomb_applied = c is not None and c.friction == "coulomb" and c.friction_cap == "applied"
+    drag = np.zeros((body.L, 3)) if forces.drag is None else forces.drag
+    damping = f(np.zeros(body.nv) if forces.damping is None else forces.damping)
+    armature = f(body.armature)
+    chart = f(np.stack([damping / dt, armature / dt / dt, armature / (dt * dt)]))
+    dt = float(dt)
+    return StepConstants(
+        gravity=f(np.asarray(forces.gravity).reshape(3)), drag=f(drag), chart=chart,
+        has_gravity=int(forces.has_gravity), has_drag=int(forces.drag is not None), has_contact=int(c is not None),
+        friction=FRICTION_CODES[c.friction] if c is not None else FRICTION_CODES["none"],
+        has_limits=int(forces.limit_stiffness > 0),  # limit damping needs a stiffness (make_force_model)
+        has_damping=int(forces.has_damping), has_armature=int(body.has_armature),
+        exact=int(options.hessian == "exact"), max_iter=int(options.max_iter),
+        cone_passes=int(c.cone_passes) if coulomb_applied else 0, cap_applied=int(coulomb_applied),
+        dt=dt, tol=float(options.tol), limit_k=float(forces.limit_stiffness), limit_d=float(forces.limit_damping),
+        mach_eps=float(np.finfo(dtype).eps), mu0=MU0, **_contact(c, dt))
+
+
+def _contact(c, dt):
+    """The contact scalars of :class:`StepConstants` for GroundContact ``c`` (zeros without contact)."""
+    if c is None:
+        return dict(contact_k=0.0, contact_d=0.0, contact_dn=0.0, mu=0.0, slip_eps=0.0, height=0.0, cone_tol=0.0)
+    return dict(contact_k=float(c.stiffness), contact_d=float(c.damping), contact_dn=float(c.normal_damping),
+                mu=float(c.mu), slip_eps=float(c.slip_velocity * dt), height=float(c.height),
+                cone_tol=float(c.cone_tol))
