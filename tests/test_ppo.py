@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from pbad_gym.agents import ppo, runio  # noqa: E402
+from pbad_gym.agents import policies, ppo, runio  # noqa: E402
 from pbad_gym.agents.config import config_from_dict  # noqa: E402
 
 
@@ -92,12 +92,12 @@ def test_best_policy_loads_and_acts(tmp_path):
     assert all(float(r["eval_return"]) < 0 and r["eval_distance"] == "" for r in rows)  # Pendulum: no x_position
     obj = load_pickle(tmp_path / "best_policy.pkl")
     assert obj["score"] == max(float(r["eval_return"]) for r in rows)
-    pol = ppo.load_best(obj)
+    pol = policies.load_best(obj)
     pol.reset(5)
     a = pol.act(np.random.default_rng(0).normal(size=(5, 3)))
     assert a.shape == (5, 1) and np.all(np.abs(a) <= 2.0)
     with pytest.raises(ValueError, match="kind"):
-        ppo.load_best({"kind": "linear"})
+        policies.load_best({"kind": "linear"})
 
 
 def test_too_few_timesteps_names_the_fields(tmp_path):

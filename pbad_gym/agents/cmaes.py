@@ -26,9 +26,10 @@ import numpy as np
 
 from .config import TrainConfig
 from .policies import FlatPolicy, PolicySpec
-from .rollout import action_bounds, env_dt, evaluate, make_train_envs
+from .rollout import action_bounds, env_dt, evaluate
 from .runio import MetricsLog, plot_learning_curve, read_run_pickle, save_pickle
 from .stats import RunningStats
+from .trainenv import make_train_envs
 
 PLOT_EVERY = 10  # iterations between learning-curve redraws (a redraw costs about as much as a short iteration)
 FIELDS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",

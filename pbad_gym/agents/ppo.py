@@ -55,9 +55,10 @@ from pathlib import Path
 import numpy as np
 
 from .episodes import EpisodeTracker, evaluate_policy
-from .rollout import make_train_envs
+from .policies import PPOPolicy
 from .runio import MetricsLog, plot_learning_curve, read_run_pickle, save_pickle
 from .stats import RunningStats
+from .trainenv import make_train_envs
 
 METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
            "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_speed", "eval_terminated",
@@ -90,44 +91,6 @@ def compute_gae(rewards, values, next_value, terminated, ended, gamma, gae_lambd
         last = delta + gamma * gae_lambda * not_ended[t] * last
         adv[t] = last
     return adv, adv + values
-
-
-class PPOPolicy:
-    """Deterministic PPO policy in NumPy (no torch needed): the actor's mean action on normalised observations.
-
-    ``act(obs (n, obs_dim)) -> (n, act_dim)`` clipped to the action bounds; ``reset(n)`` does nothing (no state).
-    """
-
-    def __init__(self, layers, obs_stats: RunningStats | None, clip_obs: float, low, high):
-        self.layers = [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in layers]
-        self.obs_stats, self.clip_obs = obs_stats, clip_obs
-        self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
-
-    def reset(self, n: int) -> None:
-        pass
-
-    def act(self, obs) -> np.ndarray:
-        h = np.asarray(obs, np.float64)
-        if self.obs_stats is not None:
-            h = self.obs_stats.normalize(h, self.clip_obs)
-        for W, b in self.layers[:-1]:
-            h = np.tanh(h @ W.T + b)
-        W, b = self.layers[-1]
-        return np.clip(h @ W.T + b, self.low, self.high)
-
-    def to_dict(self) -> dict:
-        """Picklable description (``kind: "ppo"``), loaded back by :func:`load_best`."""
-        return {"kind": "ppo", "layers": self.layers, "clip_obs": self.clip_obs, "action_low": self.low,
-                "action_high": self.high,
-                "obs_stats": None if self.obs_stats is None else self.obs_stats.state_dict()}
-
-
-def load_best(obj: dict) -> PPOPolicy:
-    """The policy of a ``best_policy.pkl`` written by :func:`train` (a dict with ``kind == "ppo"``)."""
-    if obj.get("kind") != "ppo":
-        raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
-    stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
-    return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
 
 
 def episode_cost(terminated, valid, diverged):
