@@ -57,8 +57,6 @@ from .runio import MetricsLog, read_run_pickle, save_pickle
 from .stats import RunningStats
 from .trainenv import make_train_envs
 
-__all__ = ["METRICS", "compute_gae", "selection_key", "train"]
-
 METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
            "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_speed", "eval_terminated",
            "learning_rate",
