@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from pbad_gym.agents import ppo, runio  # noqa: E402
+from pbad_gym.agents import policies, ppo, ppo_lagrangian, runio  # noqa: E402
 from pbad_gym.agents.config import config_from_dict  # noqa: E402
 
 
@@ -92,12 +92,12 @@ def test_best_policy_loads_and_acts(tmp_path):
     assert all(float(r["eval_return"]) < 0 and r["eval_distance"] == "" for r in rows)  # Pendulum: no x_position
     obj = load_pickle(tmp_path / "best_policy.pkl")
     assert obj["score"] == max(float(r["eval_return"]) for r in rows)
-    pol = ppo.load_best(obj)
+    pol = policies.load_best(obj)
     pol.reset(5)
     a = pol.act(np.random.default_rng(0).normal(size=(5, 3)))
     assert a.shape == (5, 1) and np.all(np.abs(a) <= 2.0)
     with pytest.raises(ValueError, match="kind"):
-        ppo.load_best({"kind": "linear"})
+        policies.load_best({"kind": "linear"})
 
 
 def test_too_few_timesteps_names_the_fields(tmp_path):
@@ -176,11 +176,11 @@ def test_episode_cost_only_at_unhealthy_termination():
     diverged = np.array([False, True, True, False, False])
     # row 0 fell (cost 1); row 1 diverged (a truncation, never terminated, but guarded); row 2 truncated as
     # diverged; row 3 running or cut by the time limit; row 4 not a step of an episode
-    np.testing.assert_array_equal(ppo.episode_cost(term, valid, diverged), [1.0, 0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(ppo_lagrangian.episode_cost(term, valid, diverged), [1.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def test_lagrange_multiplier_dual_ascent():
-    step = ppo.lagrangian_step
+    step = ppo_lagrangian.lagrangian_step
     assert step(1.0, 0.5, 0.1, 0.2) == pytest.approx(1.0 + 0.2 * 0.4)   # above the limit: λ rises
     assert step(1.0, 0.0, 0.1, 0.2) == pytest.approx(1.0 - 0.2 * 0.1)   # below: λ falls
     assert step(0.01, 0.0, 0.1, 0.2) == 0.0                             # ... clipped at 0
@@ -218,13 +218,13 @@ def test_lagrangian_spider_resumes_exactly_and_tracks_the_fall_rate(tmp_path, mo
     a, c = tmp_path / "a", tmp_path / "c"
     ppo.train(cfg, a, progress=False)
     rows = _rows(a)
-    assert list(rows[0]) == [m for m in ppo.METRICS + ppo.LAGRANGIAN_METRICS if m not in ("wall_time", "sps")]
+    assert list(rows[0]) == [m for m in ppo.METRICS + ppo_lagrangian.METRICS if m not in ("wall_time", "sps")]
     lam = 0.2
     for r in rows:
         n, falls = int(r["episodes"]), int(r["terminated"])
         rate = falls / n if n else None
         assert r["fall_rate"] == ("" if rate is None else str(rate))
-        lam = ppo.lagrangian_step(lam, rate, 0.1, 0.5)
+        lam = ppo_lagrangian.lagrangian_step(lam, rate, 0.1, 0.5)
         assert float(r["lagrange_multiplier"]) == pytest.approx(lam)
         assert float(r["cost_value_loss"]) >= 0
     assert sum(int(r["terminated"]) for r in rows) > 0 and lam > 0.2  # the Spider falls: λ rose

@@ -3,18 +3,19 @@
 A YAML file holds a nested mapping with the fields of :class:`TrainConfig` (``env``, ``cmaes`` and ``ppo`` are
 mappings of their own classes' fields); command-line overrides are dotted ``key=value`` strings whose value is
 parsed with ``yaml.safe_load`` (``cmaes.popsize=10``, ``env.kwargs={gear: 40}``, ``ppo.target_kl=null``).
-Unknown keys and bad values raise ``ValueError`` naming the valid keys / values.
+Unknown keys and bad values raise ``ValueError`` naming the key and the valid keys / values. dacite builds the
+nested dataclasses from the mapping; the hooks below only make its type checks follow this module's rules.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import re
-import types
 import typing
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
+import dacite
 import yaml
 
 
@@ -198,77 +199,75 @@ class TrainConfig:
                              f"host:port, got {self.ray_address!r}")
 
 
-def _is_finite_number(value) -> bool:
-    """An int or float (bool excluded: YAML's true is not a number here) that is neither NaN nor infinite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _reject(tp, value):
+    # a DaciteFieldError: dacite prefixes it with the dotted path of the field as it unwinds the nesting
+    raise dacite.WrongTypeError(field_type=tp, value=value)
 
 
-def _coerce(value, tp, key):
-    """``value`` checked / converted to the annotated type ``tp``; ValueError naming ``key`` otherwise."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices:
-            raise ValueError(f"{key} must be one of {list(choices)}, got {value!r}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if value is None else _coerce(value, args[0], key)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"{key} must be true or false, got {value!r}")
-        return value
-    if tp is int:
-        # not finite: int(.inf) would raise OverflowError, not the ValueError naming the key
-        if not _is_finite_number(value) or int(value) != value:
-            raise ValueError(f"{key} must be an integer, got {value!r}")
-        return int(value)
-    if tp is float:
-        if not _is_finite_number(value):
-            raise ValueError(f"{key} must be a finite number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ValueError(f"{key} must be a string, got {value!r}")
-        return value
-    if tp is tuple:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = [value]
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
-                                                           for v in value):
-            raise ValueError(f"{key} must be a list of integers, got {value!r}")
-        return tuple(value)
-    if tp is dict:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValueError(f"{key} must be a mapping, got {value!r}")
-        return dict(value)
-    raise TypeError(f"unsupported field type {tp!r} for {key}")
+def _integer(value):
+    # bool is an int to isinstance (YAML's true is not a number here); not finite: int(.inf) would overflow
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or int(value) != value:
+        _reject(int, value)
+    return int(value)
 
 
-def _build(cls, data, prefix=""):
-    """An instance of dataclass ``cls`` from mapping ``data`` (nested dataclasses from nested mappings)."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{prefix.rstrip('.') or 'the config'} must be a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _reject(float, value)
+    return float(value)
+
+
+def _layer_sizes(value):
+    value = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                       for v in value):
+        _reject(tuple, value)
+    return tuple(value)
+
+
+# bool, str, Literal and nested dataclasses are dacite's own checks; these hooks make what it would let through
+# (True as an int, 1 as a float, NaN) or refuse (4.0 as an int, 64 as (64,), null as {}) follow this module's rules
+_HOOKS = {int: _integer, float: _number, tuple: _layer_sizes, dict: lambda value: {} if value is None else value}
+_WANT = {int: "an integer", float: "a finite number", bool: "true or false", str: "a string",
+         tuple: "a list of integers", dict: "a mapping"}
+
+
+def _want(tp) -> str:
+    """What a field of annotated type ``tp`` takes, in words (for the error naming the field)."""
+    if typing.get_origin(tp) is Literal:
+        return f"one of {list(typing.get_args(tp))}"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return f"{_want(args[0])} or null" if args else _WANT.get(tp, str(tp))
+
+
+def _check_keys(cls, data, prefix=""):
+    """ValueError naming the unknown keys of ``data`` and the valid ones, nested mappings included (dacite's
+    strict mode names neither the path nor the valid keys)."""
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise ValueError(f"unknown key(s) {[prefix + k for k in unknown]}; valid keys: {[prefix + n for n in names]}")
-    kwargs = {}
-    for name in names:
-        if name not in data:
-            continue
-        tp = hints[name]
-        if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, data[name], f"{prefix}{name}.")
-        else:
-            kwargs[name] = _coerce(data[name], tp, prefix + name)
+    for name, tp in typing.get_type_hints(cls).items():
+        if dataclasses.is_dataclass(tp) and isinstance(data.get(name), dict):
+            _check_keys(tp, data[name], f"{prefix}{name}.")
+
+
+def _build(cls, data):
+    """An instance of dataclass ``cls`` from mapping ``data`` (nested dataclasses from nested mappings), by
+    dacite with this module's value checks; ValueError naming the field otherwise."""
+    if not isinstance(data, dict):
+        raise ValueError(f"the config must be a mapping, got {data!r}")
+    _check_keys(cls, data)
     try:
-        return cls(**kwargs)
-    except TypeError as exc:  # a required field (TrainConfig.name) is missing
-        raise ValueError(f"{cls.__name__}: {exc}; valid keys: {[prefix + n for n in names]}") from None
+        return dacite.from_dict(cls, data, dacite.Config(type_hooks=_HOOKS))
+    except dacite.WrongTypeError as exc:
+        raise ValueError(f"{exc.field_path} must be {_want(exc.field_type)}, got {exc.value!r}") from None
+    except dacite.MissingValueError as exc:
+        raise ValueError(f"{exc.field_path} is required; valid keys: "
+                         f"{[f.name for f in dataclasses.fields(cls)]}") from None
 
 
 def _set_dotted(data: dict, key: str, value) -> None:

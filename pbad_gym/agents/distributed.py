@@ -1,8 +1,9 @@
 """The trainers past one process: a vector env whose rows are shared out over Ray actors (``workers > 0``).
 
-Imported only when a config asks for workers (``pip install -e ".[distributed]"``). EvoTorch's split: the searcher
-(pycma, the PPO learner) stays in the driver; each actor owns vector envs it builds itself from (env id, kwargs)
-— an environment is never pickled to start an actor — and returns only what the driver merges.
+Ray itself is imported only when a config asks for workers (``pip install -e ".[distributed]"``). EvoTorch's
+split: the searcher (pycma, the PPO learner) stays in the driver; each actor owns vector envs it builds itself
+from (env id, kwargs) — an environment is never pickled to start an actor — and returns only what the driver
+merges.
 
 :class:`RayVectorEnv` is a ``gymnasium.vector.VectorEnv`` of ``num_envs`` rows, actor k owning a contiguous block:
 
@@ -41,6 +42,10 @@ import time
 import gymnasium
 import numpy as np
 from gymnasium.vector.utils import batch_space
+
+from .config import EnvConfig
+from .rollout import env_dt, evaluate, merge_results
+from .vecenv import make_vec_env
 
 SNAPSHOT_EVERY = 256  # PPO: steps between snapshots of the actors' blocks (the replay after a failure is shorter)
 MAX_REPLACEMENTS = 3  # replacements of one actor within one call before the error is raised
@@ -133,9 +138,6 @@ class EnvWorker:
         self.env = None  # the PPO block (reset / step)
 
     def _make(self, n):
-        from .config import EnvConfig
-        from .vecenv import make_vec_env
-
         return make_vec_env(EnvConfig(id=self.env_id, kwargs=self.kwargs, num_envs=n), n)
 
     def _pop_env(self, n):
@@ -145,8 +147,6 @@ class EnvWorker:
 
     def describe(self, n):
         """Spaces, metadata and dt of the environment (building the n-row evaluation env)."""
-        from .rollout import env_dt
-
         env = self._pop_env(n)
         try:
             dt = env_dt(env)
@@ -180,8 +180,6 @@ class EnvWorker:
     def evaluate(self, policy, episodes_per_candidate, max_steps, seeds):
         """``rollout.evaluate`` of ``policy`` (its rows' slice) on a len(seeds)-row env; (result, wall seconds,
         CPU seconds of this process)."""
-        from .rollout import evaluate
-
         t0, c0 = time.perf_counter(), time.process_time()
         res = evaluate(self._pop_env(len(seeds)), policy, episodes_per_candidate, max_steps, list(seeds))
         res.obs_stats = None  # the driver reduces the per-row sums
@@ -348,8 +346,6 @@ class RayVectorEnv(gymnasium.vector.VectorEnv):
     def evaluate_population(self, policy, episodes_per_candidate, max_steps, seeds):
         """``rollout.evaluate`` of ``policy`` over the rows, candidates split into contiguous slices across the
         actors; the merged result equals the local one (see the module docstring)."""
-        from .rollout import merge_results
-
         E = int(episodes_per_candidate)
         C = self.num_envs // E
         slices = [s for s in np.array_split(np.arange(C), len(self._actors)) if len(s)]

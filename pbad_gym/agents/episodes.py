@@ -13,6 +13,8 @@ from typing import NamedTuple
 import numpy as np
 import yaml
 
+from .config import load_config
+from .policies import load_policy
 from .rollout import env_dt
 from .vecenv import make_vec_env
 
@@ -93,9 +95,6 @@ def evaluate_policy(policy, env_cfg, episodes: int, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    from .config import load_config
-    from .policies import load_policy
-
     parser = argparse.ArgumentParser(prog="python -m pbad_gym.agents.episodes",
                                      description="Deterministic evaluation of a run's best policy.")
     parser.add_argument("run_dir")

@@ -8,6 +8,9 @@ Kinds (a :class:`PolicySpec` fixes the layout of the flat vector θ, all entries
   bend makes a swimmer circle, and random offsets of a search's first iterations mostly do that.
 ô is the observation normalised by the policy's :class:`RunningStats` (clipped to ±clip_obs), and the output
 u ∈ [−1, 1] is mapped affinely onto the action space's bounds (used as is where they are infinite).
+
+The PPO trainer's deterministic policy (:class:`PPOPolicy`: the actor's mean, in NumPy) lives here too, so that
+loading any run's policy needs neither torch nor the trainer.
 """
 from __future__ import annotations
 
@@ -131,10 +134,48 @@ class FlatPolicy:
         return cls(spec, d["params"], stats, d["clip_obs"], d["low"], d["high"], np.dtype(d["dtype"]))
 
 
+class PPOPolicy:
+    """Deterministic PPO policy in NumPy (no torch needed): the actor's mean action on normalised observations.
+
+    ``act(obs (n, obs_dim)) -> (n, act_dim)`` clipped to the action bounds; ``reset(n)`` does nothing (no state).
+    """
+
+    def __init__(self, layers, obs_stats: RunningStats | None, clip_obs: float, low, high):
+        self.layers = [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in layers]
+        self.obs_stats, self.clip_obs = obs_stats, clip_obs
+        self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+    def reset(self, n: int) -> None:
+        pass
+
+    def act(self, obs) -> np.ndarray:
+        h = np.asarray(obs, np.float64)
+        if self.obs_stats is not None:
+            h = self.obs_stats.normalize(h, self.clip_obs)
+        for W, b in self.layers[:-1]:
+            h = np.tanh(h @ W.T + b)
+        W, b = self.layers[-1]
+        return np.clip(h @ W.T + b, self.low, self.high)
+
+    def to_dict(self) -> dict:
+        """Picklable description (``kind: "ppo"``), loaded back by :func:`load_best`."""
+        return {"kind": "ppo", "layers": self.layers, "clip_obs": self.clip_obs, "action_low": self.low,
+                "action_high": self.high,
+                "obs_stats": None if self.obs_stats is None else self.obs_stats.state_dict()}
+
+
+def load_best(obj: dict) -> PPOPolicy:
+    """The policy of a ``best_policy.pkl`` written by ``agents.ppo.train`` (a dict with ``kind == "ppo"``)."""
+    if obj.get("kind") != "ppo":
+        raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
+    stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
+    return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
+
+
 def load_policy(run_dir):
     """The best policy of a run folder (``best_policy.pkl``), dispatched on its ``kind``: a :class:`FlatPolicy`
-    for linear / mlp / oscillator, ``agents.ppo.load_best`` for ppo. The result has ``reset(n)`` and
-    ``act(obs (n, obs_dim)) -> (n, act_dim)``. A missing file raises FileNotFoundError; an empty, truncated or
+    for linear / mlp / oscillator, :func:`load_best` (a :class:`PPOPolicy`) for ppo. The result has ``reset(n)``
+    and ``act(obs (n, obs_dim)) -> (n, act_dim)``. A missing file raises FileNotFoundError; an empty, truncated or
     malformed one :class:`runio.RunFileError` (a ValueError) naming it."""
     path = Path(run_dir) / "best_policy.pkl"
     if not path.exists():
@@ -144,10 +185,6 @@ def load_policy(run_dir):
     if kind not in KINDS + ("ppo",):
         raise RunFileError(f"{path}: unknown policy kind {kind!r}; expected one of {list(KINDS) + ['ppo']}")
     try:
-        if kind == "ppo":
-            from .ppo import load_best
-
-            return load_best(obj)
-        return FlatPolicy.from_dict(obj)
+        return load_best(obj) if kind == "ppo" else FlatPolicy.from_dict(obj)
     except (KeyError, TypeError, ValueError) as exc:  # a pickle that loads but lacks the policy's fields
         raise RunFileError(f"{path} is not a complete policy ({type(exc).__name__}: {exc})") from None

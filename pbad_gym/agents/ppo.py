@@ -30,165 +30,39 @@ previous iteration's values are carried. ``episodes`` counts the episodes that e
 ``diverged`` how many of them ended so. The CleanRL diagnostics follow (value_loss, policy_loss, entropy,
 approx_kl, clipfrac, explained_variance) and ``sps`` (environment steps per second of the iteration).
 
-**PPO-Lagrangian** (``ppo.cost_limit`` set; off by default): a constrained objective on the share of episodes that
-end by termination (the Spider falling: unhealthy) — maximise the return subject to P(terminated) ≤ cost_limit,
-keeping the environment's reward (what metrics.csv reports) unchanged. The step that terminates an episode costs
-1 (truncations, time limits and ``info["diverged"]`` cost 0), so an episode's cost is 1 when it falls and 0
-otherwise and its expectation is the fall rate. A cost critic V_c learns the discounted cost (its own GAE,
-bootstrapped like the reward's), and the policy ascends (A_r − λ·A_c)/(1 + λ) (Ray, Achiam & Amodei 2019,
-"Benchmarking Safe Exploration in Deep RL"). With ``norm_adv`` A_r is normalised per minibatch as usual and A_c
-over the whole rollout (a minibatch may hold no step near a fall), so λ weighs the two in like units: λ = 1 is an
-even trade. (With A_c only centred, as first tried, λ rising to 18 still let the Spider's fall rate grow with its speed,
-see BENCHMARKS.md.)
-After each rollout, before the update, the multiplier follows dual ascent on the rollout's measured fall rate
-(terminated / ended among the training episodes that ended in it): λ ← max(0, λ + lagrangian_lr·(fall rate −
-cost_limit)); no episode ended, no step. λ and the cost critic travel in the checkpoint (resume stays exact);
-metrics.csv gains ``fall_rate``, ``lagrange_multiplier`` (the λ of that iteration's update) and
-``cost_value_loss``, and the learning curve a second panel with them.
+**PPO-Lagrangian** (``ppo.cost_limit`` set; off by default) is the same loop with another objective: see
+``agents.ppo_lagrangian``. The loop calls the objective's hooks (``ppo_core.RewardObjective``) at fixed points,
+and plain PPO's do nothing.
+
+The trainer is three functions of one screen each — :func:`collect_rollout`, :func:`update`, :func:`log_iteration`
+— called by :func:`train` through :func:`_iteration`; :class:`Learner` holds what a checkpoint restores.
 """
 from __future__ import annotations
 
 import pickle
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
+from tqdm import tqdm
 
 from .episodes import EpisodeTracker, evaluate_policy
-from .rollout import make_train_envs
-from .runio import MetricsLog, plot_learning_curve, read_run_pickle, save_pickle
+from .policies import PPOPolicy
+from .ppo_core import RewardObjective, Rollout, compute_gae, csv_value, value_loss
+from .ppo_lagrangian import Lagrangian
+from .ppo_net import ActorCritic, actor_arrays
+from .runio import MetricsLog, read_run_pickle, save_pickle
 from .stats import RunningStats
+from .trainenv import make_train_envs
 
 METRICS = ["iteration", "env_steps", "wall_time", "return_best", "return_mean", "distance_best", "distance_mean",
            "episodes", "terminated", "diverged", "eval_return", "eval_distance", "eval_speed", "eval_terminated",
            "learning_rate",
            "value_loss", "policy_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "sps"]
-LAGRANGIAN_METRICS = ["fall_rate", "lagrange_multiplier", "cost_value_loss"]
 EPISODE_METRICS = ("return_best", "return_mean", "distance_best", "distance_mean")
 PLOT_EVERY = 20  # iterations between learning-curve redraws (a redraw costs about a second)
-
-
-def compute_gae(rewards, values, next_value, terminated, ended, gamma, gae_lambda):
-    """Generalised advantage estimates and value targets of a rollout, with bootstrapping at truncation.
-
-    rewards, values, terminated, ended: (T, N) — step t's reward, V(o_t), whether step t terminated the episode,
-    whether it ended it (terminated or truncated); next_value: (N,) V(o_T). The observation after step t is
-    o_{t+1} (under NEXT_STEP autoreset also when step t ended the episode: o_{t+1} is then its final observation),
-    so δ_t = r_t + γ·V(o_{t+1})·(1 − terminated_t) − V(o_t): a truncated step keeps γ·V(final observation), and
-    A_t = δ_t + γλ·(1 − ended_t)·A_{t+1} stops at every episode end. Returns (advantages, returns), (T, N)
-    float64.
-    """
-    rewards, values = np.asarray(rewards, np.float64), np.asarray(values, np.float64)
-    not_term = 1.0 - np.asarray(terminated, np.float64)
-    not_ended = 1.0 - np.asarray(ended, np.float64)
-    T = len(rewards)
-    adv = np.zeros_like(values)
-    last = np.zeros_like(values[0])
-    for t in reversed(range(T)):
-        next_v = np.asarray(next_value, np.float64) if t == T - 1 else values[t + 1]
-        delta = rewards[t] + gamma * next_v * not_term[t] - values[t]
-        last = delta + gamma * gae_lambda * not_ended[t] * last
-        adv[t] = last
-    return adv, adv + values
-
-
-class PPOPolicy:
-    """Deterministic PPO policy in NumPy (no torch needed): the actor's mean action on normalised observations.
-
-    ``act(obs (n, obs_dim)) -> (n, act_dim)`` clipped to the action bounds; ``reset(n)`` does nothing (no state).
-    """
-
-    def __init__(self, layers, obs_stats: RunningStats | None, clip_obs: float, low, high):
-        self.layers = [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in layers]
-        self.obs_stats, self.clip_obs = obs_stats, clip_obs
-        self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
-
-    def reset(self, n: int) -> None:
-        pass
-
-    def act(self, obs) -> np.ndarray:
-        h = np.asarray(obs, np.float64)
-        if self.obs_stats is not None:
-            h = self.obs_stats.normalize(h, self.clip_obs)
-        for W, b in self.layers[:-1]:
-            h = np.tanh(h @ W.T + b)
-        W, b = self.layers[-1]
-        return np.clip(h @ W.T + b, self.low, self.high)
-
-    def to_dict(self) -> dict:
-        """Picklable description (``kind: "ppo"``), loaded back by :func:`load_best`."""
-        return {"kind": "ppo", "layers": self.layers, "clip_obs": self.clip_obs, "action_low": self.low,
-                "action_high": self.high,
-                "obs_stats": None if self.obs_stats is None else self.obs_stats.state_dict()}
-
-
-def load_best(obj: dict) -> PPOPolicy:
-    """The policy of a ``best_policy.pkl`` written by :func:`train` (a dict with ``kind == "ppo"``)."""
-    if obj.get("kind") != "ppo":
-        raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
-    stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
-    return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
-
-
-def episode_cost(terminated, valid, diverged):
-    """PPO-Lagrangian's cost of a step, (n,) float64: 1 where a valid step ended its episode by termination (the
-    Spider falling: unhealthy), 0 elsewhere — truncations (time limit, ``info["diverged"]``) and the reset steps
-    of NEXT_STEP autoreset (``valid`` False) cost nothing."""
-    return (np.asarray(terminated, bool) & np.asarray(valid, bool) & ~np.asarray(diverged, bool)).astype(np.float64)
-
-
-def lagrangian_step(lam: float, fall_rate, cost_limit: float, lr: float) -> float:
-    """One dual-ascent step of the Lagrange multiplier: max(0, λ + lr·(fall_rate − cost_limit)); λ unchanged
-    when ``fall_rate`` is None (no episode ended)."""
-    if fall_rate is None:
-        return float(lam)
-    return max(0.0, float(lam) + lr * (float(fall_rate) - cost_limit))
-
-
-def plot_constrained_curve(csv_path, png_path) -> Path:
-    """The learning curve of a PPO-Lagrangian run: returns (training mean and deterministic evaluation) above,
-    the training fall rate, the evaluation's unhealthy share and λ below, against env steps."""
-    import csv
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .runio import _png_bytes, atomic_write_bytes
-
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-
-    def col(y):
-        pts = [(float(r["env_steps"]), float(r[y])) for r in rows if r.get(y) not in (None, "")]
-        return [q[0] for q in pts], [q[1] for q in pts]
-
-    fig, (ax, bx) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    ax.plot(*col("return_mean"), label="training return (mean)")
-    ax.plot(*col("eval_return"), "o-", ms=3, label="eval return (deterministic)")
-    ax.set_ylabel("return")
-    xs, fr = col("fall_rate")
-    if fr:  # the per-iteration rate is noisy: a running mean over 10 iterations
-        k = min(10, len(fr))
-        bx.plot(xs[k - 1:], np.convolve(fr, np.ones(k) / k, "valid"), label="training fall rate (10-it. mean)")
-    bx.plot(*col("eval_terminated"), "o-", ms=3, label="eval unhealthy share")
-    bx.set_ylabel("share of episodes")
-    bx.set_ylim(-0.03, 1.03)
-    bx.set_xlabel("env_steps")
-    cx = bx.twinx()
-    cx.plot(*col("lagrange_multiplier"), color="k", lw=1, label="λ")
-    cx.set_ylabel("λ")
-    for a in (ax, bx):
-        a.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    h1, l1 = bx.get_legend_handles_labels()
-    h2, l2 = cx.get_legend_handles_labels()
-    bx.legend(h1 + h2, l1 + l2, fontsize=8)
-    fig.tight_layout()
-    data = _png_bytes(fig)
-    plt.close(fig)
-    return atomic_write_bytes(png_path, data)
 
 
 def selection_key(eval_return: float, terminated: float, max_terminated: float) -> tuple:
@@ -214,25 +88,86 @@ def _iteration_seed(seed: int, iteration: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, iteration, stream]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
-def _fmt(x):
-    return "" if x is None or not np.isfinite(x) else float(x)
+@dataclass
+class Learner:
+    """What learns and what a checkpoint restores besides the counters: the actor-critic, Adam, the observation
+    statistics (obs_dim,) and the discounted-return statistics (scalar), on ``device``; ``p`` is the PPOConfig,
+    ``low`` / ``high`` (act_dim,) the action bounds."""
+
+    model: ActorCritic
+    optimizer: torch.optim.Optimizer
+    obs_rms: RunningStats
+    ret_rms: RunningStats
+    device: torch.device
+    p: object
+    low: np.ndarray
+    high: np.ndarray
+
+    def observe(self, o, update: bool) -> np.ndarray:
+        """Observations (n, obs_dim) as the networks see them, float32: normalised (and the statistics updated
+        first when ``update``) and clipped, or as they are without ``norm_obs``."""
+        if not self.p.norm_obs:
+            return np.asarray(o, np.float32)
+        if update:
+            self.obs_rms.update(o)
+        return self.obs_rms.normalize(np.asarray(o, np.float32), self.p.clip_obs)
+
+    def tensor(self, x, dtype=torch.float32):
+        """``x`` as a tensor on the learner's device (float32: what the networks take)."""
+        return torch.as_tensor(x, dtype=dtype, device=self.device)
+
+    def policy(self) -> PPOPolicy:
+        """The deterministic policy (the actor's mean) as it is now, torch-free, with a copy of the statistics."""
+        p = self.p
+        return PPOPolicy(actor_arrays(self.model), self.obs_rms.copy() if p.norm_obs else None, p.clip_obs,
+                         self.low, self.high)
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "obs_rms": self.obs_rms.state_dict(), "ret_rms": self.ret_rms.state_dict(),
+                "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state()}
+
+    def load_state_dict(self, ckpt: dict) -> None:
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.obs_rms = RunningStats.from_state_dict(ckpt["obs_rms"])
+        self.ret_rms = RunningStats.from_state_dict(ckpt["ret_rms"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        np.random.set_state(ckpt["numpy_rng"])
 
 
-def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
-    """Train a PPO policy on ``cfg.env`` with ``cfg.ppo``; writes metrics.csv, checkpoint.pkl, best_policy.pkl
-    (the deterministic policy of the iteration with the highest return_mean so far) and learning_curve.png into
-    ``run_dir``. ``resume``: continue from ``run_dir/checkpoint.pkl`` (a missing or unreadable one raises
-    ``runio.RunFileError`` before any file is touched). Returns the last metrics row (dict)."""
-    import torch
-    from tqdm import tqdm
+@dataclass
+class Run:
+    """One training run: its config, folder, vector env, learner, objective, resumable ``state`` (counters, the
+    carried episode metrics, the best score; plus λ under PPO-Lagrangian), metrics log, the rollout buffers, and
+    the rollout in progress (``obs`` (N, obs_dim), the episode ``tracker``, the discounted returns ``disc_return``
+    (N,) and ``pending`` (N,) bool: the next step of that row is a NEXT_STEP reset step)."""
 
-    from .ppo_net import ActorCritic, actor_arrays
+    cfg: object
+    run_dir: Path
+    envs: object
+    learner: Learner
+    objective: RewardObjective
+    state: dict
+    log: MetricsLog
+    buffers: Rollout
+    num_iterations: int
+    persistent: bool  # the vector env pickles: the rollout in progress travels in the checkpoint
+    obs: np.ndarray | None = None
+    tracker: EpisodeTracker | None = None
+    disc_return: np.ndarray | None = None
+    pending: np.ndarray | None = None
 
+    def carried(self) -> tuple:
+        return self.envs, self.obs, self.tracker, self.disc_return, self.pending
+
+
+def _open_run(cfg, run_dir: Path, resume: bool) -> tuple[Run, tuple | None]:
+    """A fresh run, or one restored from ``run_dir/checkpoint.pkl``; with it the rollout in progress the
+    checkpoint holds (None: none, start from a reset)."""
     p = cfg.ppo
-    run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(p.torch_threads)
-    device = torch.device(cfg.device)
     N, T = cfg.env.num_envs, p.num_steps
     num_iterations = p.total_timesteps // (N * T)
     if num_iterations < 1:
@@ -243,214 +178,224 @@ def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
     if len(space.shape) != 1 or len(obs_space.shape) != 1 or space.dtype.kind != "f":
         raise ValueError(f"PPO needs flat Box observation and action spaces; {cfg.env.id} has {obs_space} and {space}")
     obs_dim, act_dim = obs_space.shape[0], space.shape[0]
-    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
-
-    constrained = p.cost_limit is not None  # PPO-Lagrangian
+    objective_cls = RewardObjective if p.cost_limit is None else Lagrangian
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    model = ActorCritic(obs_dim, act_dim, p.hidden, p.init_log_std, cost_critic=constrained).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=p.learning_rate, eps=1e-5)
-    obs_rms, ret_rms = RunningStats(obs_dim), RunningStats(())
+    device = torch.device(cfg.device)
+    model = ActorCritic(obs_dim, act_dim, p.hidden, p.init_log_std, cost_critic=objective_cls.cost_critic)
+    model = model.to(device)
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=p.learning_rate, eps=1e-5),
+                      RunningStats(obs_dim), RunningStats(()), device, p, space.low.astype(np.float64),
+                      space.high.astype(np.float64))
     state = {"iteration": 0, "env_steps": 0, "wall_time": 0.0, "best_return": -np.inf,
              "carried": dict.fromkeys(EPISODE_METRICS)}
-    if constrained:
-        state["lagrange_multiplier"] = p.lagrangian_init
     # a missing or corrupt checkpoint is an error naming it (raised before any write), never a fresh start
     ckpt = read_run_pickle(run_dir / "checkpoint.pkl", "nothing to resume from: start a fresh run") if resume else None
-    log = MetricsLog(run_dir / "metrics.csv", METRICS + LAGRANGIAN_METRICS if constrained else METRICS)
+    log = MetricsLog(run_dir / "metrics.csv", METRICS + objective_cls.metrics)
     if resume:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        obs_rms = RunningStats.from_state_dict(ckpt["obs_rms"])
-        ret_rms = RunningStats.from_state_dict(ckpt["ret_rms"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        np.random.set_state(ckpt["numpy_rng"])
+        learner.load_state_dict(ckpt)
         state = ckpt["state"]
     log.truncate_after(state["iteration"])
-    # the rollout in progress (env state included) when the env pickles, else None: reset at checkpoint boundaries
-    carried_rollout = pickle.loads(ckpt["rollout"]) if resume and ckpt.get("rollout") is not None else None
-    persistent = _pickles(envs)
+    run = Run(cfg, run_dir, envs, learner, objective_cls(p, state, T, N), state, log,
+              Rollout.zeros(T, N, obs_dim, act_dim), num_iterations, _pickles(envs))
+    carried = pickle.loads(ckpt["rollout"]) if resume and ckpt.get("rollout") is not None else None
+    return run, carried
 
-    def policy_now():
-        return PPOPolicy(actor_arrays(model), obs_rms.copy() if p.norm_obs else None, p.clip_obs, low, high)
 
-    def observe(o, update):
-        if not p.norm_obs:
-            return np.asarray(o, np.float32)
-        if update:
-            obs_rms.update(o)
-        return obs_rms.normalize(np.asarray(o, np.float32), p.clip_obs)
+def _start_rollout(run: Run, it: int, first: bool, carried) -> None:
+    """Continue the rollout in progress, take the one a checkpoint carried, or reset the environments (at the
+    first iteration, and at checkpoint boundaries for an env that does not pickle)."""
+    if carried is not None:
+        run.envs.close()
+        run.envs, run.obs, run.tracker, run.disc_return, run.pending = carried
+    elif first or (not run.persistent and it % run.cfg.checkpoint_every == 0):
+        n = run.cfg.env.num_envs
+        run.obs, _ = run.envs.reset(seed=_iteration_seed(run.cfg.seed, it))
+        run.tracker, run.disc_return, run.pending = EpisodeTracker(n), np.zeros(n), np.zeros(n, bool)
 
-    buf_obs = np.zeros((T, N, obs_dim), np.float32)
-    buf_act = np.zeros((T, N, act_dim), np.float32)
-    buf_logp, buf_val, buf_rew, buf_cost, buf_cval = (np.zeros((T, N)) for _ in range(5))
-    buf_term, buf_ended, buf_valid = (np.zeros((T, N), bool) for _ in range(3))
+
+def collect_rollout(run: Run) -> list:
+    """Step the environments ``num_steps`` times from the rollout in progress under the stochastic policy,
+    filling ``run.buffers`` (and the objective's own), with the rewards scaled by the running std of the
+    discounted return. Returns the training episodes that ended (``episodes.Episode``)."""
+    L, p, buf, objective = run.learner, run.cfg.ppo, run.buffers, run.objective
+    space = run.envs.single_action_space
+    for t in range(p.num_steps):
+        o = L.observe(run.obs, update=True)
+        o_t = L.tensor(o)
+        with torch.no_grad():
+            action, logp, _, value = L.model.action_and_value(o_t)
+        a = action.cpu().numpy()
+        run.obs, reward, term, trunc, info = run.envs.step(np.clip(a, L.low, L.high).astype(space.dtype))
+        reward, term = np.asarray(reward, np.float64), np.asarray(term, bool)
+        ended, valid = term | np.asarray(trunc, bool), ~run.pending
+        run.tracker.step(reward, term, ended, valid, info)
+        with torch.no_grad():
+            objective.record(L.model, o_t, t, term, valid, info)
+        if p.norm_reward:
+            run.disc_return = np.where(valid, p.gamma * run.disc_return + reward, run.disc_return)
+            L.ret_rms.update(run.disc_return[valid])
+            reward = np.clip(reward / L.ret_rms.std, -p.clip_reward, p.clip_reward)
+        run.disc_return[ended] = 0.0
+        buf.obs[t], buf.act[t], buf.logp[t], buf.val[t] = o, a, logp.cpu().numpy(), value.cpu().numpy()
+        buf.rew[t], buf.term[t], buf.ended[t], buf.valid[t] = reward, term, ended, valid
+        run.pending = ended
+    return run.tracker.pop()
+
+
+def _training_batch(run: Run, episodes) -> dict:
+    """GAE over the rollout (the objective's too) and the batch of valid steps as flat tensors (n_batch, …)."""
+    L, p, buf = run.learner, run.cfg.ppo, run.buffers
+    with torch.no_grad():
+        o_next = L.tensor(L.observe(run.obs, update=False))
+        next_value = L.model.value(o_next).cpu().numpy()
+        adv, ret = compute_gae(buf.rew, buf.val, next_value, buf.term, buf.ended, p.gamma, p.gae_lambda)
+        run.objective.finish(L.model, o_next, buf, episodes, run.state)
+    keep = buf.valid.reshape(-1)
+
+    def take(x):
+        return L.tensor(x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])[keep])
+
+    run.objective.take_batch(take)
+    return {"obs": take(buf.obs), "act": take(buf.act), "logp": take(buf.logp), "adv": take(adv),
+            "ret": take(ret), "val": take(buf.val)}
+
+
+def _minibatch_loss(L: Learner, objective, b: dict, mb) -> tuple:
+    """PPO's clipped surrogate, entropy bonus and value loss on minibatch ``mb`` (the objective's terms added);
+    returns (loss, its parts and diagnostics)."""
+    p = L.p
+    _, newlogp, entropy, newvalue = L.model.action_and_value(b["obs"][mb], b["act"][mb])
+    logratio = newlogp - b["logp"][mb]
+    ratio = logratio.exp()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - logratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > p.clip_coef).float().mean().item()
+    mb_adv = b["adv"][mb]
+    if p.norm_adv:
+        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+    mb_adv = objective.advantage(mb_adv, mb)
+    pg_loss = torch.max(-mb_adv * ratio, -mb_adv * torch.clamp(ratio, 1 - p.clip_coef, 1 + p.clip_coef)).mean()
+    v_loss = value_loss(newvalue, b["val"][mb], b["ret"][mb], p.clip_coef, p.clip_vloss)
+    entropy_loss = entropy.mean()
+    loss = pg_loss - p.ent_coef * entropy_loss + p.vf_coef * v_loss
+    loss = objective.loss(loss, L.model, b["obs"], mb)
+    return loss, {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "approx_kl": approx_kl,
+                  "clipfrac": clipfrac}
+
+
+def update(run: Run, b: dict) -> dict:
+    """``update_epochs`` epochs of Adam over shuffled minibatches of batch ``b`` (stopped early past
+    ``target_kl``). Returns the last minibatch's losses and diagnostics, the mean clip fraction and the explained
+    variance of the rollout's values."""
+    L, p = run.learner, run.cfg.ppo
+    clipfracs = []
+    for _epoch in range(p.update_epochs):
+        for mb in torch.tensor_split(torch.randperm(len(b["obs"])), p.num_minibatches):
+            if len(mb) < 2:
+                continue
+            loss, stats = _minibatch_loss(L, run.objective, b, mb)
+            clipfracs.append(stats["clipfrac"])
+            L.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(L.model.parameters(), p.max_grad_norm)
+            L.optimizer.step()
+        if p.target_kl is not None and stats["approx_kl"] > p.target_kl:
+            break
+    y_pred, y_true = b["val"].cpu().numpy(), b["ret"].cpu().numpy()
+    var_y = np.var(y_true)
+    stats = {k: v.item() for k, v in stats.items() if k != "clipfrac"}
+    return {**stats, "clipfrac": float(np.mean(clipfracs)),
+            "explained_variance": np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y}
+
+
+def log_iteration(run: Run, it: int, episodes, losses: dict, ev: dict, lr: float, dt: float) -> dict:
+    """Advance the counters by iteration ``it`` (0-based) of ``dt`` seconds and append its metrics row (the
+    carried episode metrics when no episode ended). Returns the row."""
+    state, steps = run.state, run.cfg.env.num_envs * run.cfg.ppo.num_steps
+    if episodes:
+        rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
+        no_x = np.isnan(dists).all()
+        state["carried"] = {"return_best": rets.max(), "return_mean": rets.mean(),
+                            "distance_best": None if no_x else np.nanmax(dists),
+                            "distance_mean": None if no_x else np.nanmean(dists)}
+    state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + steps
+    state["wall_time"] += dt
+    row = {"iteration": it + 1, "env_steps": state["env_steps"], "wall_time": round(state["wall_time"], 3),
+           **{k: csv_value(v) for k, v in state["carried"].items()},
+           "episodes": len(episodes), "terminated": sum(e.terminated for e in episodes),
+           "diverged": sum(e.diverged for e in episodes),
+           **{f"eval_{k}": csv_value(ev[k]) for k in ("return", "distance", "speed", "terminated")},
+           "learning_rate": lr, **{k: losses[k] for k in ("value_loss", "policy_loss", "entropy", "approx_kl")},
+           "clipfrac": losses["clipfrac"], "explained_variance": csv_value(losses["explained_variance"]),
+           "sps": round(steps / dt, 1), **run.objective.metrics_row()}
+    run.log.append(row)
+    return row
+
+
+def _keep_best(run: Run, it: int, episodes, ev: dict, evaluated: bool) -> None:
+    """Write best_policy.pkl when this iteration's score beats the best so far: the evaluation's
+    (:func:`selection_key`) when the run evaluates, else the training return_mean."""
+    p, state = run.cfg.ppo, run.state
+    if p.eval_episodes > 0:
+        score = ev["return"] if evaluated else None
+        key = None if score is None else selection_key(score, ev["terminated"], p.select_max_terminated)
+    else:
+        score = state["carried"]["return_mean"] if episodes else None
+        key = None if score is None else (score,)
+    if key is not None and key > state.get("best_key", (state["best_return"],)):
+        state["best_return"], state["best_key"] = score, key
+        extra = {"eval_terminated": ev["terminated"], "eval_speed": ev["speed"]} if evaluated else {}
+        save_pickle(run.run_dir / "best_policy.pkl", {**run.learner.policy().to_dict(), "env_id": run.cfg.env.id,
+                                                      "iteration": it + 1, "score": score, **extra})
+
+
+def _iteration(run: Run, it: int, first: bool, carried) -> dict:
+    """One PPO iteration: rollout, update, evaluation, metrics row, best policy, checkpoint, curve."""
+    t0 = time.perf_counter()
+    p, last = run.cfg.ppo, it + 1 == run.num_iterations
+    _start_rollout(run, it, first, carried)
+    lr = p.learning_rate * (1.0 - it / run.num_iterations) if p.anneal_lr else p.learning_rate
+    for group in run.learner.optimizer.param_groups:
+        group["lr"] = lr
+    episodes = collect_rollout(run)
+    losses = update(run, _training_batch(run, episodes))
+    ev = dict.fromkeys(("return", "distance", "speed", "terminated"))
+    evaluated = p.eval_episodes > 0 and ((it + 1) % p.eval_every == 0 or last)
+    if evaluated:
+        ev = evaluate_policy(run.learner.policy(), run.cfg.env, p.eval_episodes,
+                             _iteration_seed(run.cfg.seed, it, 1))
+    row = log_iteration(run, it, episodes, losses, ev, lr, time.perf_counter() - t0)
+    _keep_best(run, it, episodes, ev, evaluated)
+    if (it + 1) % run.cfg.checkpoint_every == 0 or last:
+        save_pickle(run.run_dir / "checkpoint.pkl", {
+            **run.learner.state_dict(), "state": run.state,
+            "rollout": pickle.dumps(run.carried()) if run.persistent else None})
+    if (it + 1) % PLOT_EVERY == 0 or last:
+        run.objective.plot(run.run_dir / "metrics.csv", run.run_dir / "learning_curve.png")
+    return row
+
+
+def train(cfg, run_dir, resume: bool = False, progress: bool = True) -> dict:
+    """Train a PPO policy on ``cfg.env`` with ``cfg.ppo``; writes metrics.csv, checkpoint.pkl, best_policy.pkl
+    (the deterministic policy of the iteration with the highest return_mean so far) and learning_curve.png into
+    ``run_dir``. ``resume``: continue from ``run_dir/checkpoint.pkl`` (a missing or unreadable one raises
+    ``runio.RunFileError`` before any file is touched). Returns the last metrics row (dict)."""
+    run, carried = _open_run(cfg, Path(run_dir), resume)
     row = {}
     bar = None  # opened after the first iteration, so its rate and ETA never count a kernel compile
-    first = state["iteration"]
+    first = run.state["iteration"]
     try:
-        for it in range(first, num_iterations):
-            t0 = time.perf_counter()
-            if carried_rollout is not None:
-                envs.close()
-                envs, obs, tracker, disc_return, pending = carried_rollout
-                carried_rollout = None
-            elif it == first or (not persistent and it % cfg.checkpoint_every == 0):
-                obs, _ = envs.reset(seed=_iteration_seed(cfg.seed, it))
-                tracker, disc_return, pending = EpisodeTracker(N), np.zeros(N), np.zeros(N, bool)
-            lr = p.learning_rate * (1.0 - it / num_iterations) if p.anneal_lr else p.learning_rate
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-
-            for t in range(T):
-                o = observe(obs, update=True)
-                with torch.no_grad():
-                    o_t = torch.as_tensor(o, device=device)
-                    action, logp, _, value = model.action_and_value(o_t)
-                    if constrained:
-                        buf_cval[t] = model.cost_value(o_t).cpu().numpy()
-                a = action.cpu().numpy()
-                obs, reward, term, trunc, info = envs.step(np.clip(a, low, high).astype(space.dtype))
-                reward, term = np.asarray(reward, np.float64), np.asarray(term, bool)
-                ended, valid = term | np.asarray(trunc, bool), ~pending
-                tracker.step(reward, term, ended, valid, info)
-                if constrained:
-                    buf_cost[t] = episode_cost(term, valid, info.get("diverged", np.zeros(N, bool)))
-                if p.norm_reward:
-                    disc_return = np.where(valid, p.gamma * disc_return + reward, disc_return)
-                    ret_rms.update(disc_return[valid])
-                    reward = np.clip(reward / ret_rms.std, -p.clip_reward, p.clip_reward)
-                disc_return[ended] = 0.0
-                buf_obs[t], buf_act[t], buf_logp[t], buf_val[t] = o, a, logp.cpu().numpy(), value.cpu().numpy()
-                buf_rew[t], buf_term[t], buf_ended[t], buf_valid[t] = reward, term, ended, valid
-                pending = ended
-            with torch.no_grad():
-                o_t = torch.as_tensor(observe(obs, update=False), device=device)
-                next_value = model.value(o_t).cpu().numpy()
-                next_cval = model.cost_value(o_t).cpu().numpy() if constrained else None
-            adv, ret = compute_gae(buf_rew, buf_val, next_value, buf_term, buf_ended, p.gamma, p.gae_lambda)
-            episodes = tracker.pop()
-            fall_rate = lam = None
-            if constrained:
-                adv_c, ret_c = compute_gae(buf_cost, buf_cval, next_cval, buf_term, buf_ended, p.gamma,
-                                           p.gae_lambda)
-                fall_rate = sum(e.terminated for e in episodes) / len(episodes) if episodes else None
-                lam = state["lagrange_multiplier"] = lagrangian_step(state["lagrange_multiplier"], fall_rate,
-                                                                     p.cost_limit, p.lagrangian_lr)
-
-            keep = buf_valid.reshape(-1)
-
-            def batch(x, dtype=torch.float32):
-                return torch.as_tensor(x.reshape((T * N,) + x.shape[2:])[keep], dtype=dtype, device=device)
-
-            b_obs, b_act, b_logp, b_adv, b_ret, b_val = (batch(x) for x in (buf_obs, buf_act, buf_logp, adv, ret,
-                                                                             buf_val))
-            if constrained:
-                b_adv_c, b_ret_c, b_cval = (batch(x) for x in (adv_c, ret_c, buf_cval))
-                if p.norm_adv:  # over the whole batch: a minibatch may hold no step near a fall
-                    b_adv_c = (b_adv_c - b_adv_c.mean()) / (b_adv_c.std() + 1e-8)
-            n_batch = len(b_obs)
-            clipfracs = []
-            for _epoch in range(p.update_epochs):
-                for mb in torch.tensor_split(torch.randperm(n_batch), p.num_minibatches):
-                    if len(mb) < 2:
-                        continue
-                    _, newlogp, entropy, newvalue = model.action_and_value(b_obs[mb], b_act[mb])
-                    logratio = newlogp - b_logp[mb]
-                    ratio = logratio.exp()
-                    with torch.no_grad():
-                        approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs.append(((ratio - 1.0).abs() > p.clip_coef).float().mean().item())
-                    mb_adv = b_adv[mb]
-                    if p.norm_adv:
-                        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                    if constrained:
-                        mb_adv = (mb_adv - lam * b_adv_c[mb]) / (1.0 + lam)
-                    pg_loss = torch.max(-mb_adv * ratio,
-                                        -mb_adv * torch.clamp(ratio, 1 - p.clip_coef, 1 + p.clip_coef)).mean()
-                    if p.clip_vloss:
-                        v_clipped = b_val[mb] + torch.clamp(newvalue - b_val[mb], -p.clip_coef, p.clip_coef)
-                        v_loss = 0.5 * torch.max((newvalue - b_ret[mb]) ** 2, (v_clipped - b_ret[mb]) ** 2).mean()
-                    else:
-                        v_loss = 0.5 * ((newvalue - b_ret[mb]) ** 2).mean()
-                    entropy_loss = entropy.mean()
-                    loss = pg_loss - p.ent_coef * entropy_loss + p.vf_coef * v_loss
-                    if constrained:
-                        new_cval = model.cost_value(b_obs[mb])
-                        if p.clip_vloss:
-                            c_clipped = b_cval[mb] + torch.clamp(new_cval - b_cval[mb], -p.clip_coef, p.clip_coef)
-                            vc_loss = 0.5 * torch.max((new_cval - b_ret_c[mb]) ** 2,
-                                                      (c_clipped - b_ret_c[mb]) ** 2).mean()
-                        else:
-                            vc_loss = 0.5 * ((new_cval - b_ret_c[mb]) ** 2).mean()
-                        loss = loss + p.vf_coef * vc_loss
-                    optimizer.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), p.max_grad_norm)
-                    optimizer.step()
-                if p.target_kl is not None and approx_kl > p.target_kl:
-                    break
-            y_pred, y_true = b_val.cpu().numpy(), b_ret.cpu().numpy()
-            var_y = np.var(y_true)
-            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-            if episodes:
-                rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
-                carried = {"return_best": rets.max(), "return_mean": rets.mean(),
-                           "distance_best": None if np.isnan(dists).all() else np.nanmax(dists),
-                           "distance_mean": None if np.isnan(dists).all() else np.nanmean(dists)}
-                state["carried"] = carried
-            ev = dict.fromkeys(("return", "distance", "speed", "terminated"))
-            evaluated = p.eval_episodes > 0 and ((it + 1) % p.eval_every == 0 or it + 1 == num_iterations)
-            if evaluated:
-                ev = evaluate_policy(policy_now(), cfg.env, p.eval_episodes, _iteration_seed(cfg.seed, it, 1))
-            dt = time.perf_counter() - t0
-            state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + T * N
-            state["wall_time"] += dt
-            row = {"iteration": it + 1, "env_steps": state["env_steps"], "wall_time": round(state["wall_time"], 3),
-                   **{k: _fmt(v) for k, v in state["carried"].items()},
-                   "episodes": len(episodes), "terminated": sum(e.terminated for e in episodes),
-                   "diverged": sum(e.diverged for e in episodes), "eval_return": _fmt(ev["return"]),
-                   "eval_distance": _fmt(ev["distance"]), "eval_speed": _fmt(ev["speed"]),
-                   "eval_terminated": _fmt(ev["terminated"]),
-                   "learning_rate": lr, "value_loss": v_loss.item(),
-                   "policy_loss": pg_loss.item(), "entropy": entropy_loss.item(), "approx_kl": approx_kl.item(),
-                   "clipfrac": float(np.mean(clipfracs)), "explained_variance": _fmt(explained_var),
-                   "sps": round(T * N / dt, 1)}
-            if constrained:
-                row.update(fall_rate=_fmt(fall_rate), lagrange_multiplier=lam, cost_value_loss=vc_loss.item())
-            log.append(row)
-            if p.eval_episodes > 0:
-                score = ev["return"] if evaluated else None
-                key = None if score is None else selection_key(score, ev["terminated"], p.select_max_terminated)
-            else:
-                score = carried["return_mean"] if episodes else None
-                key = None if score is None else (score,)
-            best_key = state.get("best_key", (state["best_return"],))
-            if key is not None and key > best_key:
-                state["best_return"], state["best_key"] = score, key
-                extra = {"eval_terminated": ev["terminated"], "eval_speed": ev["speed"]} if evaluated else {}
-                save_pickle(run_dir / "best_policy.pkl", {**policy_now().to_dict(), "env_id": cfg.env.id,
-                                                          "iteration": it + 1, "score": score, **extra})
-            if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == num_iterations:
-                save_pickle(run_dir / "checkpoint.pkl", {
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "obs_rms": obs_rms.state_dict(), "ret_rms": ret_rms.state_dict(),
-                    "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "state": state,
-                    "rollout": pickle.dumps((envs, obs, tracker, disc_return, pending)) if persistent else None})
-            if (it + 1) % PLOT_EVERY == 0 or it + 1 == num_iterations:
-                plot = plot_constrained_curve if constrained else plot_learning_curve
-                plot(run_dir / "metrics.csv", run_dir / "learning_curve.png")
+        for it in range(first, run.num_iterations):
+            row = _iteration(run, it, it == first, carried)
+            carried = None
             if bar is None:
-                bar = tqdm(total=num_iterations, initial=it + 1, disable=not progress, desc="ppo", unit="it")
+                bar = tqdm(total=run.num_iterations, initial=it + 1, disable=not progress, desc="ppo", unit="it")
             else:
                 bar.update(1)
-            if constrained:
-                bar.set_postfix(ret=row["return_mean"], fall=row["fall_rate"], lam=round(lam, 4), sps=row["sps"])
-            else:
-                bar.set_postfix(ret=row["return_mean"], sps=row["sps"])
+            bar.set_postfix(ret=row["return_mean"], **run.objective.postfix(row), sps=row["sps"])
     finally:
         if bar is not None:
             bar.close()
-        envs.close()
+        run.envs.close()
     return row

@@ -19,19 +19,6 @@ import numpy as np
 from .stats import RunningStats
 
 
-def make_train_envs(cfg, env_cfg, num_envs: int):
-    """The trainers' vector env of ``num_envs`` rows: ``make_vec_env(env_cfg, num_envs)`` in this process when
-    ``cfg.workers`` is 0, else a ``distributed.RayVectorEnv`` whose rows are shared out over ``cfg.workers`` Ray
-    actors (Ray is imported only then)."""
-    if not getattr(cfg, "workers", 0):
-        from .vecenv import make_vec_env
-
-        return make_vec_env(env_cfg, num_envs)
-    from .distributed import RayVectorEnv
-
-    return RayVectorEnv(env_cfg, num_envs, cfg.workers, ray_address=cfg.ray_address, worker_cpus=cfg.worker_cpus)
-
-
 def env_dt(envs) -> float:
     """The control time step [s] of a vector env (its own ``dt``, or its sub-environments')."""
     dt = getattr(envs.unwrapped, "dt", None)
