@@ -241,7 +241,7 @@ def step(model, state, tau, options):
     data = prepare_step(body, state.q_prev, state.q, tau, model.dt, model.forces, kin_prev, state.kin)
     q_next, info, impulse = _impulse_step(body, data, model.impulse, state.impulse, options, model.lcp)
     return (advance(model, state, state.q, q_next, impulse=impulse),
-            StepInfo(**{k: info[k] for k in StepInfo._fields}))
+            StepInfo(**{k: info[k] for k in StepInfo._fields if k in info}))
 
 
 def _impulse_step(body, data, params, state, options, lcp):
