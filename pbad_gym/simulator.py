@@ -16,7 +16,7 @@ from .energies import contact_state, make_force_model, sphere_forces
 from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
                           collocation, explicit_step, impulse, pbad)
 from .integrators.collocation import node_velocity, start_node
-from .integrators.state import EnergyGauge, EnergyTerms, energy_terms, order2_velocity
+from .integrators.state import EnergyGauge, energy_terms, order2_velocity
 from .kinematics import forward_kinematics, integrate, normalize
 
 BACKENDS = ("numpy", "numba", "cuda")
@@ -75,16 +75,6 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
     return (impulse.step if contact_model == "impulse" else pbad.step), "numpy"
 
 
-def select_substeps(backend):
-    """The backend's fused ``substeps(model, state, tau, options, n) -> (state, info, [EnergyTerms] * n)`` that
-    runs n steps in one call (None: the Simulator loops over single steps)."""
-    if backend == "numba":
-        from .kernels.numba.contract import substeps
-
-        return substeps
-    return None
-
-
 def select_finish(backend):
     """The backend's ``finish(model, state) -> state`` that fills the velocity, kinematics and energy-terms
     caches of a state that did not come out of a step (None: the NumPy references fill them one at a time)."""
@@ -136,8 +126,8 @@ class Simulator:
             on CPU when it imports, numpy on GPU). ``sim.backend`` is the one that runs.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
-    Methods: ``step(tau)``, ``step_substeps(tau, n)`` (n steps under one tau: an env's frame_skip, one compiled
-    call on numba), ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
+    Methods: ``step(tau, substeps=1)`` (n steps under one tau: an env's frame_skip, one compiled call on numba),
+    ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
     ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``, ``energy_terms()``.
     """
 
@@ -193,7 +183,6 @@ class Simulator:
                                                optimizer=self.options.optimizer, hessian=self.options.hessian,
                                                dtype=self.dtype, device=device)
         self._finish = select_finish(self.backend)
-        self._substeps = select_substeps(self.backend)
         self._gauge = None
         self._shape_tau = (self.num_envs, body.nv)
         self.model = self._make_model(params)
@@ -426,13 +415,23 @@ class Simulator:
         return energy(self.body, self.q, self.qd, self.gravity)
 
     # --- stepping --------------------------------------------------------------------------------------------
-    def step(self, tau=None):
-        """Advance one step under generalised force tau (B, nv) or (nv,) [N m or N] (default 0).
+    def step(self, tau=None, substeps=1):
+        """Advance ``substeps`` steps of Δt under generalised force tau (B, nv) or (nv,) [N m or N] (default 0),
+        held over the substeps (an environment's frame_skip: one compiled call on numba, a loop elsewhere — the
+        same numbers as that many single steps).
 
-        Returns diagnostics, each (B,): iterations, grad_norm, converged (explicit integrators: 0, 0, True); the
-        impulse model adds contacts, lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged.
+        Returns diagnostics, each (B,): iterations (summed over the substeps), grad_norm (the last substep's),
+        converged (on every substep) (explicit integrators: 0, 0, True); the impulse model adds contacts,
+        lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged; with n > 1 substeps and
+        :meth:`track_energy` on, ``terms``: the EnergyTerms of every substep's state (fields with a leading axis
+        of n; :meth:`energy_terms` is the last one's).
         """
-        return self.step_info(tau).as_dict()
+        return self._advance(self._checked_tau(tau), substeps).as_dict()
+
+    def _advance(self, tau, substeps=1):
+        """The backend's step contract on a checked tau; its state becomes the Simulator's. -> StepInfo."""
+        self.state, info = self._step(self.model, self.state, tau, self.options, substeps)
+        return info
 
     def _checked_tau(self, tau):
         xp = self.xp
@@ -441,47 +440,6 @@ class Simulator:
                 raise ValueError("tau contains NaN or inf")
             return tau
         return self._batch(np.zeros(self.body.nv) if tau is None else tau, self.body.nv, "tau")
-
-    def step_substeps(self, tau, n):
-        """``n`` steps under the same generalised force tau (B, nv) (an environment's frame_skip). Returns the
-        combined :class:`~pbad_gym.integrators.StepInfo` (iterations summed over the steps, the last step's
-        gradient norm and other diagnostics, converged on every step) and the n states' energy terms
-        (:meth:`energy_terms`, what the divergence guard checks after every step) as one EnergyTerms whose fields
-        have a leading axis of n (for n = 1: the state's own EnergyTerms). The numba backend runs the n steps in
-        one compiled call; the others loop — the same numbers either way."""
-        if isinstance(n, bool) or int(n) != n or n < 1:
-            raise ValueError(f"n (steps) must be a positive integer, got {n!r}")
-        tau = self._checked_tau(tau)
-        if n == 1:
-            info = self._advance(tau)
-            return info, self.energy_terms()
-        if self._substeps is not None and self.integrator == "pbad" and self.order == 2:
-            self.state, info, terms = self._substeps(self.model, self.state, tau, self.options, int(n))
-            return info, terms
-        infos, terms = [], []
-        for _ in range(int(n)):
-            infos.append(self._advance(tau))
-            terms.append(self.energy_terms())
-        terms = EnergyTerms(*(np.stack([to_numpy(f) for f in fields]) for fields in zip(*terms)))
-        xp = self.xp
-        iterations = sum(i.iterations for i in infos)
-        converged = infos[0].converged
-        for i in infos[1:]:
-            converged = xp.logical_and(converged, i.converged)
-        return infos[-1]._replace(iterations=iterations, converged=converged), terms
-
-    def step_info(self, tau=None):
-        """:meth:`step` returning the step's :class:`~pbad_gym.integrators.StepInfo` itself (unset fields None)."""
-        return self._advance(self._checked_tau(tau))
-
-    def _advance(self, tau):
-        """One step under a checked tau (B, nv) of the state's module and dtype -> StepInfo."""
-        old = self.state
-        new, info = self._step(self.model, old, tau, self.options)
-        if new.terms is not None and new.terms is old.terms:  # a step that does not know the caches kept them
-            new = new._replace(velocity=None, terms=None)
-        self.state = new
-        return info
 
     def __repr__(self):
         return (f"Simulator({self.body!r}, dt={self.dt}, integrator={self.integrator!r}, num_envs={self.num_envs}, "

@@ -425,7 +425,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                      for k, v in after.items()}
         self._last_summary = after
         for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):  # the impulse model's
-            value = getattr(step_info, key)
+            value = step_info.get(key)
             if value is not None:
                 info[key] = to_numpy(value)
         info["iterations"] = iterations
@@ -435,15 +435,16 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool, copy=False), diverged, info
 
     def _substeps(self, tau):
-        """``frame_skip`` physics steps under torques tau (one compiled call on the numba backend), each checked by
-        the divergence guard (its bound is per physics step). Returns (the step's StepInfo, converged
-        on every substep (B,), LM iterations summed over the substeps (B,) int64, out of the energy budget on some
-        substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s accept. Called under
-        ``np.errstate(all="ignore")``. The arrays are the step's own, new on every step (no copies)."""
-        info, terms = self.sim.step_substeps(tau, self.frame_skip)
-        out = self.energy_budget.check_unguarded(terms=terms)[0]
-        converged = to_numpy(info.converged).astype(bool, copy=False)
-        return info, converged, to_numpy(info.iterations).astype(np.int64, copy=False), out
+        """``frame_skip`` physics steps under torques tau (one :meth:`Simulator.step` call: one compiled call on the
+        numba backend), each checked by the divergence guard (its bound is per physics step). Returns (the step's
+        diagnostics dict, converged on every substep (B,), LM iterations summed over the substeps (B,) int64, out of
+        the energy budget on some substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s
+        accept. Called under ``np.errstate(all="ignore")``. The arrays are the step's own, new on every step (no
+        copies)."""
+        info = self.sim.step(tau, self.frame_skip)
+        out = self.energy_budget.check_unguarded(terms=info.get("terms"))[0]
+        converged = to_numpy(info["converged"]).astype(bool, copy=False)
+        return info, converged, to_numpy(info["iterations"]).astype(np.int64, copy=False), out
 
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""

@@ -118,7 +118,7 @@ class EnergyBudget:
 
     def measure(self, com=None, terms=None):
         """(K, KE [J], c [√J/s]), each (B,) float64, of the Simulator's current state, or of the states whose
-        EnergyTerms are ``terms`` (fields (B,), or (n, B) for n successive states: :meth:`Simulator.step_substeps`;
+        EnergyTerms are ``terms`` (fields (B,), or (n, B) for n successive states: :meth:`Simulator.step` with substeps;
         the results then (n, B)). com (B, 3): the centre of mass [m]; None takes the one of the energy terms."""
         t = self.sim.energy_terms() if terms is None else terms
         ke = t.kinetic if t.kinetic.dtype == np.float64 else t.kinetic.astype(np.float64)

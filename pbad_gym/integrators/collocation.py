@@ -34,7 +34,7 @@ from .options import COLLOCATION_ORDERS as ORDERS
 from .options import SolverOptions
 from .pbad import as_force_model
 from .solve import minimize
-from .state import StepInfo, advance, with_kinematics
+from .state import StepInfo, advance, contract_step, with_kinematics
 
 
 def collocation_nodes(order):
@@ -362,6 +362,16 @@ def collocation_step(body, q_prevnode, q_cur, qd_cur, tau, dt, forces, order, *,
     return res.x.reshape(B, n, body.nq), res
 
 
+def _velocity(model, state, options):
+    """(state, velocity): the derivative of the last step's polynomial at t_k (the reset velocity of rows reset
+    since the last step), as ``Simulator.qd`` reads it."""
+    if state.nodes is None:
+        return state, state.qd
+    v = node_velocity(model.body, state.nodes, model.dt, options.order)
+    return state, xp_of(state.q).where(state.fresh[:, None], state.qd, v)
+
+
+@contract_step(_velocity)
 def step(model, state, tau, options):
     """The collocation step of the step contract (order K = options.order): (State, StepInfo)."""
     state = with_kinematics(model, state)

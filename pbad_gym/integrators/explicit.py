@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..arrays import xp_of
 from ..dynamics import forward_dynamics
 from ..kinematics import integrate, normalize, qdot
-from .state import StepInfo
+from .state import StepInfo, contract_step, stored_velocity
 
 
 def euler(body, q, qd, tau, dt, gravity):
@@ -46,12 +46,13 @@ def explicit_step(scheme):
     diagnostics 0 iterations, converged."""
     fn = EXPLICIT[scheme]
 
+    @contract_step(stored_velocity)
     def step(model, state, tau, options):
         q, qd = fn(model.body, state.q, state.qd, tau, model.dt, model.gravity)
         xp, B = xp_of(q), q.shape[0]
         zeros = xp.zeros(B, dtype=q.dtype)
         info = StepInfo(xp.zeros(B, dtype=xp.int64), zeros, xp.ones(B, dtype=bool))
-        return state._replace(q=q, qd=qd, kin=None, time=state.time + model.dt), info
+        return state._replace(q=q, qd=qd, kin=None, velocity=None, terms=None, time=state.time + model.dt), info
 
     step.__doc__ = f"{scheme}: " + (fn.__doc__ or "")
     return step

@@ -43,7 +43,7 @@ from ..kinematics import difference, forward_kinematics, integrate, matvec, poin
 from ..lcp import Friction, solve
 from .options import LCPOptions, SolverOptions
 from .pbad import as_force_model, prepare_step, solve_step, step_energy, step_energy_grad, step_hessian
-from .state import StepInfo, advance, with_kinematics
+from .state import StepInfo, advance, contract_step, order2_state_velocity, with_kinematics
 
 CONTACT_MODELS = ("penalty", "impulse")
 EFFECTIVE_MASSES = ("gauss_newton", "exact", "mass")
@@ -231,6 +231,7 @@ def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, 
     return _impulse_step(body, data, params, state, options, lcp)
 
 
+@contract_step(order2_state_velocity)
 def step(model, state, tau, options):
     """The impulse-contact step of the step contract: (State, StepInfo); model.impulse holds the ImpulseContact
     and model.lcp the LCPOptions."""
@@ -240,7 +241,7 @@ def step(model, state, tau, options):
     data = prepare_step(body, state.q_prev, state.q, tau, model.dt, model.forces, kin_prev, state.kin)
     q_next, info, impulse = _impulse_step(body, data, model.impulse, state.impulse, options, model.lcp)
     return (advance(model, state, state.q, q_next, impulse=impulse),
-            StepInfo(**{k: info[k] for k in StepInfo._fields}))
+            StepInfo(**{k: info[k] for k in StepInfo._fields if k in info}))
 
 
 def _impulse_step(body, data, params, state, options, lcp):

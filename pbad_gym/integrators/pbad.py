@@ -20,7 +20,7 @@ from ..kinematics import (difference, forward_kinematics, generalized_gradient, 
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
 from .options import SolverOptions
 from .solve import minimize
-from .state import StepInfo, advance, with_kinematics
+from .state import StepInfo, advance, contract_step, order2_state_velocity, with_kinematics
 
 
 _BATCHED = ("A", "b", "q_ref", "tau", "W", "q_pred")
@@ -228,6 +228,7 @@ def _merge_rows(res, rows, sub):
     return dataclasses.replace(res, x=None, iterations=its, grad_norm=gn, converged=conv, energy=e)
 
 
+@contract_step(order2_state_velocity)
 def step(model, state, tau, options):
     """The order-2 PBAD step of the step contract: (State, StepInfo) after one step under tau (B, nv)."""
     state = with_kinematics(model, state)

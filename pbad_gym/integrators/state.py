@@ -1,12 +1,15 @@
 """The step contract shared by every integrator (docs/architecture.md, "The step seam").
 
-Every scheme is one function ``step(model, state, tau, options) -> (state, StepInfo)``: ``model`` holds what does
-not change between steps (:class:`StepModel`), ``state`` every batched array that does (:class:`State`),
-``options`` the :class:`~pbad_gym.integrators.options.SolverOptions`. Steps never write into their input
-arrays, so a State is a value: keeping a reference is a snapshot.
+Every scheme is one function ``step(model, state, tau, options, substeps=1) -> (state, StepInfo)``: ``model`` holds
+what does not change between steps (:class:`StepModel`), ``state`` every batched array that does (:class:`State`),
+``options`` the :class:`~pbad_gym.integrators.options.SolverOptions`, ``substeps`` how many steps of Δt run under
+the same tau (an environment's frame_skip). The NumPy schemes write the single step and get the substeps by
+:func:`contract_step` (a loop); a compiled backend may fuse them. Steps never write into their input arrays, so a
+State is a value: keeping a reference is a snapshot.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -121,7 +124,9 @@ CACHES = ("kin", "kin_prev", "velocity", "terms")  # State fields derived from t
 class StepInfo(NamedTuple):
     """Per-trajectory diagnostics of one step, each (B,): optimiser iterations, scaled gradient norm (units of
     q), converged; the impulse model adds contacts, lcp_iterations, lcp_residual, lcp_converged, sqp_iterations
-    and sqp_converged (None otherwise)."""
+    and sqp_converged (None otherwise). Of a step with n > 1 substeps: iterations summed over the substeps,
+    converged on every substep, the other fields the last substep's, and with a gauge (``model.gauge``) ``terms``:
+    the :class:`EnergyTerms` of every substep's state, fields with a leading axis of n (None otherwise)."""
 
     iterations: object
     grad_norm: object
@@ -132,6 +137,7 @@ class StepInfo(NamedTuple):
     lcp_converged: object = None
     sqp_iterations: object = None
     sqp_converged: object = None
+    terms: object = None
 
     def as_dict(self):
         """The fields that are set, as a dict (the Simulator's public ``step`` result)."""
@@ -198,3 +204,75 @@ def energy_terms(model, state, kin, qd):
 def order2_velocity(model, state):
     """(q ⊖ q_prev)/Δt (B, nv): order 2's velocity of ``state`` (NumPy / CuPy reference)."""
     return difference(model.body, state.q_prev, state.q) / model.dt
+
+
+def check_substeps(n):
+    """``n`` (substeps of a step) as an int >= 1; ValueError otherwise."""
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"substeps must be a positive integer, got {n!r}")
+    return int(n)
+
+
+def order2_state_velocity(model, state, options):
+    """(state with its velocity cache, the velocity (q ⊖ q_prev)/Δt): order 2's velocity (PBAD, impulse)."""
+    v = state.velocity
+    if v is None:
+        v = order2_velocity(model, state)
+        state = state._replace(velocity=v)
+    return state, v
+
+
+def stored_velocity(model, state, options):
+    """(state, state.qd): the velocity an explicit scheme carries."""
+    return state, state.qd
+
+
+def with_energy_terms(model, state, options, velocity):
+    """``state`` with its kinematics and energy-terms caches filled (the NumPy reference :func:`energy_terms`,
+    velocity by ``velocity(model, state, options) -> (state, qd)``); a state that has them is returned as is."""
+    if state.terms is not None:
+        return state
+    if state.kin is None:
+        state = state._replace(kin=forward_kinematics(model.body, state.q))
+    state, qd = velocity(model, state, options)
+    return state._replace(terms=energy_terms(model, state, state.kin, qd))
+
+
+def combine_infos(infos, terms=None):
+    """One StepInfo of successive substeps: iterations summed, converged on every one, the rest the last's;
+    ``terms``: the substeps' EnergyTerms (a list), stacked on a leading axis (host float64)."""
+    xp = xp_of(infos[0].converged)
+    iterations = sum(i.iterations for i in infos)
+    converged = infos[0].converged
+    for i in infos[1:]:
+        converged = xp.logical_and(converged, i.converged)
+    stacked = None
+    if terms:
+        stacked = EnergyTerms(*(np.stack([to_numpy(f) for f in fields]) for fields in zip(*terms)))
+    return infos[-1]._replace(iterations=iterations, converged=converged, terms=stacked)
+
+
+def contract_step(velocity):
+    """Decorator: the step contract ``step(model, state, tau, options, substeps=1)`` of a single step
+    ``single(model, state, tau, options)``, looping over the substeps; with a gauge (``model.gauge``) every
+    substep's state gets its energy terms (``velocity(model, state, options) -> (state, qd)``: the scheme's
+    velocity), returned stacked in ``StepInfo.terms``. One substep is the single step itself."""
+    def wrap(single):
+        @functools.wraps(single)
+        def step(model, state, tau, options, substeps=1):
+            n = check_substeps(substeps)
+            if n == 1:
+                return single(model, state, tau, options)
+            infos, terms = [], []
+            for _ in range(n):
+                state, info = single(model, state, tau, options)
+                infos.append(info)
+                if model.gauge is not None:
+                    state = with_energy_terms(model, state, options, velocity)
+                    terms.append(state.terms)
+            return state, combine_infos(infos, terms)
+
+        step.single = single
+        return step
+
+    return wrap

@@ -1,13 +1,15 @@
-"""The fused GPU kernel behind the step contract: ``step(model, state, tau, options) -> (State, StepInfo)``."""
+"""The fused GPU kernel behind the step contract: ``step(model, state, tau, options, substeps=1) -> (State, StepInfo)``
+(one launch per substep)."""
 from __future__ import annotations
 
 from ...energies import ContactMemory
-from ...integrators.state import StepInfo, with_contact_memory
+from ...integrators.state import StepInfo, contract_step, order2_state_velocity, with_contact_memory
 from ...kinematics import forward_kinematics
 from ..numba.contract import terms_of
 from .launch import finish_cuda, kernel_step_cuda
 
 
+@contract_step(order2_state_velocity)
 def step(model, state, tau, options):
     """The order-2 PBAD step with penalty contact and LM as ONE kernel launch, one thread per trajectory (same
     numbers as ``kernels.numba.contract.step`` to round-off), leaving what the environment reads of the new state

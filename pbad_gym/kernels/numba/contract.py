@@ -1,8 +1,8 @@
-"""The numba kernel behind the step contract: ``step(model, state, tau, options) -> (State, StepInfo)``."""
+"""The numba kernel behind the step contract: ``step(model, state, tau, options, substeps=1) -> (State, StepInfo)``."""
 from __future__ import annotations
 
 from ...energies import ContactMemory
-from ...integrators.state import EnergyTerms, StepInfo, with_contact_memory
+from ...integrators.state import EnergyTerms, StepInfo, check_substeps, with_contact_memory
 from .constants import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
 from .step import finish_numba, forward_kinematics_numba, kernel_step
 
@@ -17,21 +17,17 @@ def terms_of(out):
                        out[..., T_COM:T_COM + 3])
 
 
-def step(model, state, tau, options):
+def step(model, state, tau, options, substeps=1):
     """The order-2 PBAD step with penalty contact and LM, compiled (same numbers as ``integrators.pbad.step`` to
-    round-off), as ONE kernel call that also leaves what the environment reads of the new state: its velocity,
-    kinematics, energy terms (``model.gauge``'s actuators) and, with contact, the new contact memory and the
-    ground force the step applied (what ``integrators.state.advance`` computes in NumPy)."""
-    new, info, _ = substeps(model, state, tau, options, 1, kin_prev=state.kin)
-    return new, info
-
-
-def substeps(model, state, tau, options, n, kin_prev=None):
-    """``n`` steps under the same tau in ONE kernel call (the same numbers as n calls of :func:`step`): the new
-    State (its caches those of the last step; kin_prev = ``kin_prev``, the kinematics of the new q_prev when the
-    caller has them), the StepInfo (iterations summed, the last gradient norm, converged on every step) and the
-    EnergyTerms of every step (fields with a leading axis of n, for the divergence guard's per-step check; None
-    for n = 1, whose terms are the new state's own)."""
+    round-off): ``substeps`` steps under the same tau in ONE kernel call (each row's state and contact memory
+    carried from substep to substep inside the kernel; the same numbers as that many single calls), which also
+    leaves what the environment reads of the new state: its velocity, kinematics, energy terms (``model.gauge``'s
+    actuators) and, with contact, the new contact memory and the ground force the last step applied (what
+    ``integrators.state.advance`` computes in NumPy). StepInfo: iterations summed over the substeps, the last
+    gradient norm, converged on every one, and for n > 1 the EnergyTerms of every substep (fields with a leading
+    axis of n) as ``terms``."""
+    n = check_substeps(substeps)
+    kin_prev = state.kin if n == 1 else None
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
                     tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, gauge=model.gauge,
@@ -45,7 +41,8 @@ def substeps(model, state, tau, options, n, kin_prev=None):
         time = time + model.dt
     new = state._replace(q=r.q, q_prev=r.q_prev, contact=contact, force=force, fresh=fresh, kin=r.kin,
                          kin_prev=kin_prev, time=time, velocity=r.qd, terms=terms_of(r.terms))
-    return new, StepInfo(r.iterations, r.grad_norm, r.converged), None if n == 1 else terms_of(r.substep_terms)
+    return new, StepInfo(r.iterations, r.grad_norm, r.converged,
+                         terms=None if n == 1 or model.gauge is None else terms_of(r.substep_terms))
 
 
 def finish(model, state):
