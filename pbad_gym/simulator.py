@@ -119,6 +119,8 @@ class Simulator:
         limit_damping: damping [N m s/rad] of the limit penalty while a joint drives into its limit (0: off;
             order 2 only).
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
+        spring: per-DOF joint spring stiffness (nv,) or scalar [N m/rad or N/m], the potential k/2·‖q ⊖ q_rest‖²
+            (PBAD only; None: off); spring_rest: its rest configuration (nq,), default ``body.q0()``.
         backend: "numba" (the compiled CPU kernel: order 2, LM, penalty contact; other cases run on numpy with
             a logged reason), "cuda" (the same kernel fused on the GPU, one thread per trajectory, one launch per
             step: needs device="cuda" and numba.cuda, or device="cpu" under numba's CUDA simulator; other cases
@@ -140,7 +142,7 @@ class Simulator:
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
                  lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend=None,
-                 limit_damping=0.0):
+                 limit_damping=0.0, spring=None, spring_rest=None):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         real_number(dt, "dt (time step in seconds)", positive=True)
@@ -167,16 +169,17 @@ class Simulator:
                 raise ValueError("contact_model='impulse' needs contact spheres on the body's links")
             params = impulse.make_impulse_contact(contact)
             contact = None  # no penalty energies in the step
-        self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping, limit_damping)
+        self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping, limit_damping, spring,
+                                       spring_rest)
         normal_damping = self.forces.contact is not None and self.forces.contact.normal_damping > 0
         if self.options.order > 2 and (normal_damping or self.forces.limit_damping > 0):
             raise ValueError("the contact's normal_damping and limit_damping are terms of the order-2 step (they damp "
                              "the change since q_k); collocation (order > 2) does not model them: set them to 0 or "
                              "use order=2")
         extra = (self.forces.drag is not None or self.forces.contact is not None
-                 or self.forces.limit_stiffness > 0 or self.forces.has_damping)
+                 or self.forces.limit_stiffness > 0 or self.forces.has_damping or self.forces.has_spring)
         if integrator != "pbad" and extra:
-            raise ValueError(f"drag, contact, limits and damping are PBAD energies; integrator={integrator!r} "
+            raise ValueError(f"drag, contact, limits, damping and springs are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
         backend = default_backend(device) if backend is None else backend
         self._step, self.backend = select_step(integrator, self.options.order, contact_model, backend,

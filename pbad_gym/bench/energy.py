@@ -64,14 +64,13 @@ def _make(env_id, dt, rows, **kwargs):
 
 
 def _stored(body, forces, q):
-    """Stored (spring) energies [J] (B,) at q: the joint-limit and contact penalties without their damping."""
-    from ..energies import limit_terms, sphere_centres
+    """Stored (spring) energies [J] (B,) at q: the joints' (limit penalty, springs) and the contact penalty's,
+    without their damping."""
+    from ..energies import joint_potential, sphere_centres
     from ..energies.contact import normal_point_terms
     from ..kinematics import forward_kinematics
 
-    out = np.zeros(q.shape[0])
-    if forces.limit_stiffness > 0:
-        out += limit_terms(body, q, forces.limit_stiffness, derivatives=False).value
+    out = np.array(joint_potential(body, forces, q), dtype=np.float64)
     if forces.contact is not None:
         out += normal_point_terms(body, sphere_centres(body, forward_kinematics(body, q)), forces.contact, False)[0]
     return out

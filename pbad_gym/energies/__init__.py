@@ -8,10 +8,10 @@ from .drag import drag_terms, drag_weights
 from .forces import ForceModel, drag_coefficients, make_force_model
 from .gravity import gravity_terms
 from .inertia import inertia_targets, inertia_terms
-from .joints import armature_terms, damping_terms, limit_terms
+from .joints import armature_terms, damping_terms, joint_potential, limit_terms, spring_terms
 
 __all__ = ["LinkTerms", "JointTerms", "inertia_targets", "inertia_terms", "gravity_terms", "actuation_terms",
            "drag_terms", "drag_weights", "GroundContact", "FRICTION_MODELS", "contact_terms", "contact_state",
            "ContactMemory", "sphere_forces", "FRICTION_CAPS", "applied_normal", "cone_excess", "cone_mismatch",
-           "sphere_centres", "limit_terms", "damping_terms", "armature_terms", "ForceModel", "make_force_model",
-           "drag_coefficients"]
+           "sphere_centres", "limit_terms", "damping_terms", "armature_terms", "spring_terms", "joint_potential",
+           "ForceModel", "make_force_model", "drag_coefficients"]

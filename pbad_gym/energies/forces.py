@@ -13,7 +13,8 @@ from .joints import damping_coefficients
 class ForceModel:
     """gravity (3,) [m/s²]; drag (L, 3) body-frame coefficients [1/s] or None; contact: GroundContact or None;
     limit_stiffness [N m/rad] for joints with a range (0: off); damping (nv,) [N m s/rad] (default: joints');
-    limit_damping [N m s/rad] of the limit penalty (energies/joints.py; 0: off)."""
+    limit_damping [N m s/rad] of the limit penalty (energies/joints.py; 0: off); spring (nv,) joint spring
+    stiffnesses [N m/rad or N/m] about the configuration spring_rest (nq,), or both None (off)."""
 
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     drag: np.ndarray | None = None
@@ -21,10 +22,16 @@ class ForceModel:
     limit_stiffness: float = 0.0
     damping: np.ndarray | None = None
     limit_damping: float = 0.0
+    spring: np.ndarray | None = None
+    spring_rest: np.ndarray | None = None
 
     @property
     def has_gravity(self) -> bool:
         return bool(np.any(self.gravity != 0))
+
+    @property
+    def has_spring(self) -> bool:
+        return self.spring is not None
 
     @property
     def has_damping(self) -> bool:
@@ -53,8 +60,9 @@ def drag_coefficients(body, drag):
 
 
 def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, limit_stiffness=0.0,
-                     damping=None, limit_damping=0.0):
-    """Validated ForceModel for ``body``; contact may be a GroundContact, a dict of its fields, or True."""
+                     damping=None, limit_damping=0.0, spring=None, spring_rest=None):
+    """Validated ForceModel for ``body``; contact may be a GroundContact, a dict of its fields, or True; spring a
+    stiffness per DOF (nv,) or one for all, spring_rest (nq,) its rest configuration (default ``body.q0()``)."""
     g = np.asarray(gravity, dtype=float).reshape(3)
     if contact is True:
         contact = GroundContact()
@@ -74,4 +82,33 @@ def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, l
         np.asarray(damping, float), (body.nv,)).copy()
     if np.any(damp < 0):
         raise ValueError("damping must be non-negative")
-    return ForceModel(g, drag_coefficients(body, drag), contact, float(limit_stiffness), damp, float(limit_damping))
+    k, rest = spring_arrays(body, spring, spring_rest)
+    return ForceModel(g, drag_coefficients(body, drag), contact, float(limit_stiffness), damp, float(limit_damping),
+                      k, rest)
+
+
+def spring_arrays(body, spring, spring_rest):
+    """(stiffness (nv,), rest (nq,)) of the joint springs, validated; (None, None) when ``spring`` is None or all
+    zero (no term)."""
+    if spring is None:
+        if spring_rest is not None:
+            raise ValueError("spring_rest is the rest configuration of the joint springs: it needs spring (a "
+                             "stiffness in N m/rad or N/m per DOF)")
+        return None, None
+    try:
+        k = np.broadcast_to(np.asarray(spring, dtype=float), (body.nv,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(f"spring must be a stiffness [N m/rad or N/m] per DOF, shape ({body.nv},) or a scalar, "
+                         f"got {spring!r}") from None
+    if not (np.all(np.isfinite(k)) and np.all(k >= 0)):
+        raise ValueError(f"spring stiffnesses must be finite and non-negative, got {spring!r}")
+    if not np.any(k > 0):
+        return None, None
+    rest = body.q0() if spring_rest is None else np.asarray(spring_rest, dtype=float)
+    if rest.shape != (body.nq,) or not np.all(np.isfinite(rest)):
+        raise ValueError(f"spring_rest must be a finite configuration of shape ({body.nq},), got {spring_rest!r}")
+    for idx in body.quat_q:
+        if abs(np.linalg.norm(rest[idx]) - 1.0) > 1e-9:
+            raise ValueError(f"spring_rest[{idx[0]}:{idx[-1] + 1}] is a joint's quaternion and must have unit norm, "
+                             f"got {rest[idx]!r}")
+    return k, rest.copy()

@@ -7,6 +7,8 @@
   dissipates the energy of a joint hitting its limit, which the undamped penalty hands back;
 - damping: b/(2Δt)·‖q ⊖ q_k‖² per DOF with the joint's ``damping`` b [N m s/rad] — a dissipative term whose
   force is −b·q̇ with q̇ = (q ⊖ q_k)/Δt. Quaternion joints use the actuation chart d = 2·vec(q_k⁻¹ q);
+- spring (off by default): k/2·‖q ⊖ q_rest‖² per DOF with stiffness k [N m/rad or N/m] about a rest configuration
+  q_rest (MJCF's joint ``stiffness`` and ``springref``), in the same chart — a potential;
 - armature: a/(2Δt²)·‖q ⊖ (q_k ⊕ (q_k ⊖ q_{k−1}))‖² per DOF with the joint's rotor inertia a — the joint-space
   counterpart of the inertia term (q − 2q_k + q_{k−1} on linear coordinates), whose Hessian a/Δt² is the
   armature's share of M/Δt². It is the damping form measured from the constant-velocity prediction with b = a/Δt.
@@ -92,11 +94,10 @@ def chart_jacobian(body, r, B, dtype, xp):
     return J
 
 
-def damping_terms(body, q, q_ref, b, dt, derivatives=True):
-    """Joint damping b/(2Δt)‖q ⊖ q_k‖² for b (nv,) [N m s/rad], step ``dt`` [s] -> JointTerms (chart d of
-    :func:`joint_chart` on quaternion joints)."""
+def chart_quadratic(body, q, q_ref, b, derivatives=True):
+    """½ Σ_j b_j d_j² with d = q ⊖ q_ref (:func:`joint_chart`) for q, q_ref (B, nq) and b (nv,) -> JointTerms: the
+    form of joint damping, armature and springs."""
     xp = xp_of(q)
-    b = xp.asarray(b, dtype=q.dtype) / dt
     d, r = joint_chart(body, q_ref, q)
     val = 0.5 * rowsum(b * d * d)
     if not derivatives:
@@ -108,6 +109,32 @@ def damping_terms(body, q, q_ref, b, dt, derivatives=True):
         qv = body.quat_v
         hess[:, qv, qv] -= 0.5 * xp.sum((b * d)[:, qv] * r[..., 1:], -1)[..., None]
     return JointTerms(val, grad, hess)
+
+
+def damping_terms(body, q, q_ref, b, dt, derivatives=True):
+    """Joint damping b/(2Δt)‖q ⊖ q_k‖² for b (nv,) [N m s/rad], step ``dt`` [s] -> JointTerms (chart d of
+    :func:`joint_chart` on quaternion joints)."""
+    return chart_quadratic(body, q, q_ref, xp_of(q).asarray(b, dtype=q.dtype) / dt, derivatives)
+
+
+def spring_terms(body, q, rest, stiffness, derivatives=True):
+    """Joint springs k/2·‖q ⊖ q_rest‖² at q (B, nq) for a rest configuration ``rest`` (nq,) and ``stiffness`` k
+    (nv,) [N m/rad or N/m] -> JointTerms [J]."""
+    xp = xp_of(q)
+    rest = xp.broadcast_to(xp.asarray(rest, dtype=q.dtype), q.shape)
+    return chart_quadratic(body, q, rest, xp.asarray(stiffness, dtype=q.dtype), derivatives)
+
+
+def joint_potential(body, forces, q):
+    """The energy [J] (B,) stored in the joints at q (B, nq): the limit penalty (without its damping) and the
+    springs of the ForceModel ``forces``; zeros when it has neither."""
+    xp = xp_of(q)
+    out = xp.zeros(q.shape[0], dtype=q.dtype)
+    if forces.limit_stiffness > 0:
+        out = out + limit_terms(body, q, forces.limit_stiffness, derivatives=False).value
+    if forces.has_spring:
+        out = out + spring_terms(body, q, forces.spring_rest, forces.spring, derivatives=False).value
+    return out
 
 
 def armature_terms(body, q, q_pred, armature, dt, derivatives=True):

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..arrays import tree_map, xp_of
 from ..dynamics import crba, forward_dynamics
-from ..energies import actuation_terms, contact_state, contact_terms, drag_weights, gravity_terms, limit_terms
+from ..energies import (actuation_terms, contact_state, contact_terms, drag_weights, gravity_terms, limit_terms,
+                        spring_terms)
 from ..energies.actuation import actuation_trivialized_correction
 from ..energies.joints import chart_jacobian, joint_chart
 from ..energies.contact import GroundContact, point_terms_to_links, sphere_centres
@@ -163,6 +164,8 @@ def residual(body, X, data, jacobian=True):
     joints = actuation_terms(body, Xf, q_ref, tau)
     if f.limit_stiffness > 0:
         joints = joints + limit_terms(body, Xf, f.limit_stiffness)
+    if f.has_spring:
+        joints = joints + spring_terms(body, Xf, f.spring_rest, f.spring)
     r = generalized_gradient(body, kin, wrench) + joints.grad
     damping = _joint_rate_terms(body, Xf, data, n, jacobian) if f.has_damping or body.has_armature else None
     if damping is not None:

@@ -15,7 +15,7 @@ import numpy as np
 from ..arrays import tree_map, to_numpy, xp_of
 from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, applied_normal, cone_mismatch,
                         contact_state, contact_terms, damping_terms, drag_terms, drag_weights, gravity_terms,
-                        inertia_targets, inertia_terms, limit_terms, sphere_centres)
+                        inertia_targets, inertia_terms, limit_terms, sphere_centres, spring_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
 from .options import SolverOptions
@@ -117,6 +117,8 @@ def step_terms(body, q, data, derivatives=True):
     if body.has_armature:
         armature = body.arrays(xp_of(q), q.dtype).armature
         joints = joints + armature_terms(body, q, data.q_pred, armature, data.dt, derivatives)
+    if f.has_spring:
+        joints = joints + spring_terms(body, q, f.spring_rest, f.spring, derivatives)
     return kin, links, joints
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..arrays import to_numpy, tree_map, xp_of
 from ..dynamics import centre_of_mass, crba
-from ..energies import contact_state, limit_terms, sphere_centres, sphere_forces
+from ..energies import contact_state, joint_potential, sphere_centres, sphere_forces
 from ..energies.contact import normal_point_terms
 from ..kinematics import difference, forward_kinematics
 
@@ -57,8 +57,9 @@ class EnergyTerms(NamedTuple):
     """The energy terms of a state that the divergence guard (envs/divergence.py) reads, each batched (B first):
     kinetic ½q̇ᵀM(q)q̇ (B,) [J]; actuation c = √(Σ_ab gear_a gear_b |M⁻¹(q)|_ab) over the gauged DOFs (B,)
     [√J/s] (the bound ‖τ‖_{M⁻¹} ≤ c on an actuator torque's power per √(2·KE); 0 without a gauge); limits
-    (B,) [J], the joint-limit penalty energy; contact (B,) [J], the penalty contact's normal energy D1/2·d²;
-    com (B, 3) [m], the centre of mass. The NumPy reference (:func:`energy_terms`) gives host float64 arrays, the
+    (B,) [J], the energy stored in the joints (limit penalty and springs, energies.joint_potential); contact
+    (B,) [J], the penalty contact's normal energy D1/2·d²; com (B, 3) [m], the centre of mass. The NumPy
+    reference (:func:`energy_terms`) gives host float64 arrays, the
     compiled kernel arrays of its dtype."""
 
     kinetic: object
@@ -193,8 +194,7 @@ def energy_terms(model, state, kin, qd):
         a = gauge.actuated
         Minv = to_numpy(xp.linalg.inv(M)[:, a[:, None], a[None, :]]).astype(np.float64)
         act = np.sqrt(np.einsum("i,bij,j->b", gauge.gear, np.abs(Minv), gauge.gear))
-    limits = (to_numpy(limit_terms(body, q, forces.limit_stiffness, derivatives=False).value).astype(np.float64)
-              if forces.limit_stiffness > 0 else np.zeros(B))
+    limits = to_numpy(joint_potential(body, forces, q)).astype(np.float64)
     contact = (to_numpy(normal_point_terms(body, sphere_centres(body, kin), forces.contact, False)[0]).astype(
         np.float64) if forces.contact is not None else np.zeros(B))
     com = np.asarray(to_numpy(centre_of_mass(body, kin=kin)), dtype=np.float64)

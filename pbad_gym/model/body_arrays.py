@@ -120,13 +120,8 @@ def host_constants(body) -> BodyArrays:
 
 
 def put_body(body, xp=np, dtype=np.float64) -> BodyArrays:
-    """``body``'s constants as ``xp`` arrays: floats in ``dtype``, integer and bool arrays kept as they are."""
+    """``body``'s constants as C-contiguous ``xp`` arrays (the compiled kernels type each field's layout into
+    their signature): floats in ``dtype``, integer and bool arrays kept as they are."""
     dtype = np.dtype(dtype)
-    return BodyArrays(*(xp.asarray(v) if np.asarray(v).dtype.kind in "bi" else xp.asarray(v, dtype=dtype)
-                        for v in host_constants(body)))
-
-
-def c_contiguous(arrays: BodyArrays) -> BodyArrays:
-    """``arrays`` with every field C-contiguous (the compiled kernels type each field's layout into their
-    signature; a copy only where one is not)."""
-    return BodyArrays(*(a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays))
+    return BodyArrays(*(xp.ascontiguousarray(v) if np.asarray(v).dtype.kind in "bi"
+                        else xp.ascontiguousarray(v, dtype=dtype) for v in host_constants(body)))

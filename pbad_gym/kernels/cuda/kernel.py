@@ -46,13 +46,13 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                 link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start,
                 v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
-                has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature, exact, max_iter,
-                cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps,
-                height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn,
-                out_conv, act, gear, want, out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm,
-                out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs, xs, Rp, tp, Rr, tr, A,
-                bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred, s33, s3, s36, xv, ev, zv,
-                qdr, trow):
+                spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
+                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
+                contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, cP,
+                cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
+                out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts,
+                ws, vs, Gs, fs, gs, xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D,
+                dx, dv, piv, qpred, s33, s3, s36, xv, ev, zv, qdr, trow):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
     the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last)."""
     r = cuda.grid(1)
@@ -61,9 +61,10 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                        axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                        link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
-        fo = StepConstants(gravity, drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                           has_armature, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
-                           contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+        fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                           has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
+                           dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                           mach_eps, mu0)
         sc = StepScratch(qp[..., r], qc[..., r], ta[..., r], cPr[..., r], canr[..., r], car[..., r], cnr[..., r],
                          Rs[..., r], ts[..., r], ws[..., r], vs[..., r], Gs[..., r], fs[..., r], gs[..., r], xs[..., r],
                          Rp[..., r], tp[..., r], Rr[..., r], tr[..., r], A[..., r], bt[..., r], Wd[..., r], wtmp[...,
@@ -81,10 +82,11 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
-                  drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature,
-                  exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                  contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q_prev, q, out_qd, out_R, out_t,
-                  out_w, out_v, out_terms, Rj, R2, K, Xk, H, Af, dv, piv, s33, s3, xv, ev, zv, qdr, trow):
+                  drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
+                  has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k,
+                  limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear,
+                  q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms, Rj, R2, K, Xk, H, Af, dv, piv, s33, s3, xv,
+                  ev, zv, qdr, trow):
     """Row r of the CPU kernel's finish_batch: velocity (q ⊖ q_prev)/Δt (B, nv), kinematics of q and the energy
     terms (B, N_TERMS), on the StepScratch fields it names (batch axis last)."""
     r = cuda.grid(1)
@@ -93,9 +95,10 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                        axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                        link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
-        fo = StepConstants(gravity, drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                           has_armature, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
-                           contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+        fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                           has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
+                           dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                           mach_eps, mu0)
         dt = fo.dt
         dvr, qdrr, trowr = dv[..., r], qdr[..., r], trow[..., r]
         difference(m, q_prev[r], q[r], dvr)

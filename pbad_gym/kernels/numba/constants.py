@@ -19,15 +19,15 @@ FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
 # kinetic energy [J], actuation coefficient [√J/s], limit energy [J], contact normal energy [J], centre of mass [m]
 T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, T_COM = 0, 1, 2, 3, 4
 N_TERMS = 7
-ARRAY_FIELDS = ("gravity", "drag", "chart")  # StepConstants' array fields (the others are numbers)
 
 
 class StepConstants(NamedTuple):
     """One step's options for a body with L links and nv DOFs. Arrays (engine dtype): gravity (3,) [m/s²], drag
     (L, 3) [1/s] (zeros when off), chart (3, nv): the per-DOF coefficients of the joint damping b/Δt and of the
     armature a/Δt/Δt, and the armature's part of the Gauss-Newton diagonal a/(Δt·Δt) (rounded as the NumPy
-    reference rounds each). Switches (int): has_gravity, has_drag, has_contact, friction (FRICTION_CODES),
-    has_limits, has_damping, has_armature, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes and
+    reference rounds each), spring (nv,) [N m/rad or N/m] and spring_rest (nq,) (zeros when off). Switches (int):
+    has_gravity, has_drag, has_contact, friction (FRICTION_CODES), has_limits, has_damping, has_armature,
+    has_spring, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes and
     cap_applied (Coulomb friction capped by the applied normal force). Scalars (float64): dt [s], tol (units of
     q), limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps (slip velocity × Δt [m]), height [m],
     cone_tol, mach_eps (the engine dtype's epsilon), mu0 (the LM's initial damping)."""
@@ -35,6 +35,8 @@ class StepConstants(NamedTuple):
     gravity: np.ndarray
     drag: np.ndarray
     chart: np.ndarray
+    spring: np.ndarray
+    spring_rest: np.ndarray
     has_gravity: int
     has_drag: int
     has_contact: int
@@ -42,6 +44,7 @@ class StepConstants(NamedTuple):
     has_limits: int
     has_damping: int
     has_armature: int
+    has_spring: int
     exact: int
     max_iter: int
     cone_passes: int
@@ -61,6 +64,11 @@ class StepConstants(NamedTuple):
     mu0: float
 
 
+# StepConstants' array fields (the others are numbers), from its annotations: a new field is one line above
+ARRAY_FIELDS = tuple(k for k, t in StepConstants.__annotations__.items()
+                     if getattr(t, "__forward_arg__", t) in ("np.ndarray", np.ndarray))
+
+
 def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants:
     """The :class:`StepConstants` of a ForceModel ``forces``, step size ``dt`` [s] and SolverOptions ``options``
     (its max_iter, tol and hessian) for ``body`` in the engine ``dtype``."""
@@ -72,9 +80,12 @@ def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants
     damping = f(np.zeros(body.nv) if forces.damping is None else forces.damping)
     armature = f(body.armature)
     chart = f(np.stack([damping / dt, armature / dt / dt, armature / (dt * dt)]))
+    spring = f(np.zeros(body.nv) if forces.spring is None else forces.spring)
+    spring_rest = f(np.zeros(body.nq) if forces.spring_rest is None else forces.spring_rest)
     dt = float(dt)
     return StepConstants(
-        gravity=f(np.asarray(forces.gravity).reshape(3)), drag=f(drag), chart=chart,
+        gravity=f(np.asarray(forces.gravity).reshape(3)), drag=f(drag), chart=chart, spring=spring,
+        spring_rest=spring_rest, has_spring=int(forces.has_spring),
         has_gravity=int(forces.has_gravity), has_drag=int(forces.drag is not None), has_contact=int(c is not None),
         friction=FRICTION_CODES[c.friction] if c is not None else FRICTION_CODES["none"],
         has_limits=int(forces.limit_stiffness > 0),  # limit damping needs a stiffness (make_force_model)

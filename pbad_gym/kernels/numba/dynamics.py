@@ -8,6 +8,7 @@ import numpy as np
 
 from .constants import N_TERMS, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
 from .jit import jitable
+from .joints import chart_quadratic
 from .linalg import solve_damped
 from .spatial import _inertia_form
 
@@ -55,7 +56,8 @@ def mass_matrix(m, R, t, w, v, K, Xk, M):
 def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zero, piv, s33, s3, out):
     """The divergence guard's measure of one state (envs/divergence.py, integrators/state.py energy_terms) into
     out (N_TERMS,): kinetic energy ½q̇ᵀMq̇ [J], the actuation coefficient c = √(Σ_ab gear_a gear_b |M⁻¹|_ab)
-    over the DOFs ``act`` (n_act,) with ``gear`` (n_act,) [√J/s], limit energy [J], contact normal energy [J]
+    over the DOFs ``act`` (n_act,) with ``gear`` (n_act,) [√J/s], joint energy (limits, springs) [J], contact
+    normal energy [J]
     and the centre of mass (3,) [m]. q (nq,), qd (nv,), (R, t, w, v) the kinematics of q. M⁻¹'s entries come
     from one Cholesky factor L of M, (M⁻¹)_ab = (L⁻¹e_a)·(L⁻¹e_b) (the columns of M⁻¹ by LU with pivoting, as
     LAPACK's inverse, if M is not positive definite); M is overwritten."""
@@ -125,6 +127,8 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
                 over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
                 vl += over * over
         vl = 0.5 * fo.limit_k * vl
+    if fo.has_spring:  # e is free scratch here: the spring's gradient goes there and is dropped
+        vl += chart_quadratic(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, fo.spring_rest, fo.spring, e)
     out[T_LIMITS] = vl
     vc = 0.0
     if fo.has_contact:

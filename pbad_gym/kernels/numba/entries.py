@@ -32,31 +32,32 @@ def copy_body(m):
 @jitable
 def copy_constants(fo):
     """A copy of the StepConstants ``fo`` with its own arrays."""
-    return StepConstants(fo.gravity.copy(), fo.drag.copy(), fo.chart.copy(), fo.has_gravity, fo.has_drag,
-                         fo.has_contact, fo.friction, fo.has_limits, fo.has_damping, fo.has_armature, fo.exact,
-                         fo.max_iter, fo.cone_passes, fo.cap_applied, fo.dt, fo.tol, fo.limit_k, fo.limit_d,
-                         fo.contact_k, fo.contact_d, fo.contact_dn, fo.mu, fo.slip_eps, fo.height, fo.cone_tol,
-                         fo.mach_eps, fo.mu0)
+    return StepConstants(fo.gravity.copy(), fo.drag.copy(), fo.chart.copy(), fo.spring.copy(), fo.spring_rest.copy(),
+                         fo.has_gravity, fo.has_drag, fo.has_contact, fo.friction, fo.has_limits, fo.has_damping,
+                         fo.has_armature, fo.has_spring, fo.exact, fo.max_iter, fo.cone_passes, fo.cap_applied, fo.dt,
+                         fo.tol, fo.limit_k, fo.limit_d, fo.contact_k, fo.contact_d, fo.contact_dn, fo.mu, fo.slip_eps,
+                         fo.height, fo.cone_tol, fo.mach_eps, fo.mu0)
 
 
 @njit(cache=True, parallel=True, nogil=True)
 def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc, link_dofs,
                vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start, v_start,
-               dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart, has_gravity,
-               has_drag, has_contact, friction, has_limits, has_damping, has_armature, exact, max_iter, cone_passes,
-               cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
-               mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w,
-               out_v, TERMS, out_force, nchunks):
+               dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart, spring,
+               spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature,
+               has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d,
+               contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV,
+               act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, nchunks):
     """IT.shape[0] steps of the batch in ``nchunks`` chunks of rows run by the thread pool in one parallel region
     (batch.step_rows: scratch once per chunk)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                    link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
-    fo = StepConstants(gravity, drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                       has_armature, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k,
-                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
     B = Q.shape[1]
     for k in prange(nchunks):
         step_rows(copy_body(m), copy_constants(fo), Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want,
@@ -68,18 +69,20 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                       axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                       link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                       q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
-                      drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature,
-                      exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                      contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, IT, GN,
-                      CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force):
+                      drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
+                      has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol,
+                      limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0,
+                      Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
+                      TERMS, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                    link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
-    fo = StepConstants(gravity, drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                       has_armature, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k,
-                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
     step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
               TERMS, out_force, 0, Q.shape[1])
 
@@ -103,16 +106,17 @@ def finish_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                  axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                  link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                  q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag,
-                 chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature, exact,
-                 max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-                 slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v,
-                 out_terms):
+                 chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
+                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
+                 contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q_prev, q,
+                 out_qd, out_R, out_t, out_w, out_v, out_terms):
     """batch.finish_rows."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
                    link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
-    fo = StepConstants(gravity, drag, chart, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                       has_armature, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k,
-                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
     finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms)

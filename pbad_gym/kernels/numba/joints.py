@@ -31,10 +31,10 @@ def _chart_quat_hessian(H, v0, b0, b1, b2, rw, rx, ry, rz, e0, e1, e2):
 
 
 @jitable
-def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g):
-    """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (b: a row of StepConstants.chart, damping b/Δt or
-    armature a/Δt²): value; adds the gradient to g. Takes the coordinate maps, not the BodyArrays (see
-    :func:`_drag_link`)."""
+def chart_quadratic(lin_q, lin_v, quat_q, quat_v, q, qref, b, g):
+    """½ Σ b_j d_j² with d = q ⊖ q_ref in the actuation chart (energies/joints.py chart_quadratic; b: a row of
+    StepConstants.chart, damping b/Δt or armature a/Δt², or the spring stiffness): value; adds the gradient to g.
+    Takes the coordinate maps, not the BodyArrays (see :func:`_drag_link`)."""
     val = 0.0
     for i in range(lin_q.shape[0]):
         j = lin_v[i]
@@ -59,8 +59,8 @@ def _chart_damping(lin_q, lin_v, quat_q, quat_v, q, qref, b, g):
 
 
 @jitable
-def _chart_damping_hessian(lin_v, quat_q, quat_v, q, qref, b, H):
-    """Adds the Hessian of :func:`_chart_damping` to H."""
+def chart_quadratic_hessian(lin_v, quat_q, quat_v, q, qref, b, H):
+    """Adds the Hessian of :func:`chart_quadratic` to H."""
     for i in range(lin_v.shape[0]):
         j = lin_v[i]
         H[j, j] += b[j]
@@ -88,7 +88,7 @@ def _limit_depth(m, j, q, qref, k_l, c_l):
 
 @jitable
 def joint_terms(m, fo, q, qref, qpred, tau, g):
-    """Value of the joint terms (actuation, limits, damping, armature); adds their gradient to g."""
+    """Value of the joint terms (actuation, limits, damping, armature, springs); adds their gradient to g."""
     val = 0.0
     for i in range(m.lin_q.shape[0]):
         j = m.lin_v[i]
@@ -115,9 +115,11 @@ def joint_terms(m, fo, q, qref, qpred, tau, g):
                 g[j] += k_lc * over
         val += 0.5 * k_lc * vl
     if fo.has_damping:
-        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], g)
+        val += chart_quadratic(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], g)
     if fo.has_armature:
-        val += _chart_damping(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], g)
+        val += chart_quadratic(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], g)
+    if fo.has_spring:
+        val += chart_quadratic(m.lin_q, m.lin_v, m.quat_q, m.quat_v, q, fo.spring_rest, fo.spring, g)
     return val
 
 
@@ -139,7 +141,9 @@ def joint_hessian(m, fo, q, qref, qpred, tau, H):
             if m.lim_on[j] and _limit_depth(m, j, q, qref, k_l, c_l) != 0:
                 H[j, j] += k_lc
     if fo.has_damping:
-        _chart_damping_hessian(m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], H)
+        chart_quadratic_hessian(m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], H)
     if fo.has_armature:
-        _chart_damping_hessian(m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], H)
+        chart_quadratic_hessian(m.lin_v, m.quat_q, m.quat_v, q, qpred, fo.chart[1], H)
+    if fo.has_spring:
+        chart_quadratic_hessian(m.lin_v, m.quat_q, m.quat_v, q, fo.spring_rest, fo.spring, H)
 

@@ -9,7 +9,6 @@ import numpy as np
 from ...energies import ForceModel, contact_state
 from ...integrators.options import SolverOptions
 from ...kinematics import Kinematics, forward_kinematics
-from ...model.body_arrays import c_contiguous
 from . import entries, threads
 from .constants import N_TERMS, step_constants
 
@@ -55,12 +54,9 @@ def contact_fields(contact):
 
 
 def body_arrays(body, dtype):
-    """``body``'s BodyArrays as C-contiguous NumPy arrays in ``dtype`` (cached on the body with its own arrays)."""
-    key = ("kernel", np.dtype(dtype).str)
-    hit = body._xp_cache.get(key)
-    if hit is None:
-        hit = body._xp_cache[key] = c_contiguous(body.arrays(np, dtype))
-    return hit
+    """``body``'s BodyArrays as NumPy arrays in ``dtype``: the very object StepModel.arrays holds (cached on the
+    body)."""
+    return body.arrays(np, dtype)
 
 
 def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
