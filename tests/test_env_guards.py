@@ -128,7 +128,7 @@ def test_energy_growing_geometrically_is_caught_within_a_few_steps():
 def test_compiled_energy_check_matches_the_numpy_reference_bit_for_bit(env_cls, n):
     """The numba backend's compiled check (kernels/numba/guard.py) gives the NumPy reference's exceeded, K and
     pending budgets bit for bit, NaN, inf and negative kinetic energies (round-off) included."""
-    from pbad_gym.envs.divergence import EnergyTerms
+    from pbad_gym.integrators.state import EnergyTerms
 
     B = 7
     env = env_cls(num_envs=B, backend="numba")

@@ -15,6 +15,7 @@ from .constants import N_TERMS, step_constants
 HESSIANS = ("exact", "gauss_newton")
 SERIAL_BELOW = 4  # batches smaller than this run on the calling thread (no thread-pool launch)
 _FORCES: dict = {}
+_NO_GAUGE: dict = {}
 
 
 def supports(body, forces=None, *, integrator="pbad", order=2, optimizer="lm", contact_model="penalty",
@@ -93,10 +94,11 @@ def _arr(a, dtype, shape=None):
 class KernelStep(NamedTuple):
     """One compiled call's results, each batched (B first), NumPy in the kernel's dtype: q (B, nq), iterations
     (B,) int64 (summed over the substeps), grad_norm (B,) (the last substep's), converged (B,) bool (on every
-    substep); with ``finish``: qd (B, nv) = (q ⊖ q_prev)/Δt, kin (the Kinematics of q), with contact the new
-    ContactMemory fields (P, active, normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last
-    substep applied as ``force`` (else None), q_prev (B, nq): the configuration before the last substep (q_cur for
-    one step), and of the n substeps' states substep_q (n, B, nq) and substep_qd (n, B, nv) (q and qd the last)."""
+    substep); with ``finish``: qd (B, nv) = (q ⊖ q_prev)/Δt, kin (the Kinematics of q), terms (B, N_TERMS)
+    (model.T_* columns: the divergence guard's energy terms), with contact the new ContactMemory fields (P, active,
+    normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last substep applied as ``force`` (else
+    None), q_prev (B, nq): the configuration before the last substep (q_cur for one step), and substep_terms
+    (n, B, N_TERMS): every substep's energy terms (terms is the last)."""
 
     q: np.ndarray
     iterations: np.ndarray
@@ -104,41 +106,47 @@ class KernelStep(NamedTuple):
     converged: np.ndarray
     qd: np.ndarray = None
     kin: Kinematics = None
+    terms: np.ndarray = None
     contact: tuple = None
     force: np.ndarray = None
     q_prev: np.ndarray = None
-    substep_q: np.ndarray = None
-    substep_qd: np.ndarray = None
+    substep_terms: np.ndarray = None
 
 
 def _empty_outputs(consts, dtype):
     """Zero-row stand-ins for the finish outputs of one step (same dtypes and ranks as the real ones, so that both
-    calls hit one compiled specialisation; the kernel does not touch them when ``want`` is 0): QD (1, 0, nv), R, t,
-    w, v, force."""
+    calls hit one compiled specialisation; the kernel does not touch them when ``want`` is 0): qd, R, t, w, v,
+    TERMS (1, 0, N_TERMS), force."""
     key = ("empty", np.dtype(dtype).str)
     if key not in consts[2]:
         m = consts[0]
         L, nv, S = m.mass.shape[0], m.dof_link.shape[0], m.contact_r.shape[0]
-        consts[2][key] = (np.zeros((1, 0, nv), dtype), np.zeros((0, L, 3, 3), dtype), np.zeros((0, L, 3), dtype),
-                          np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((0, S, 3), dtype))
+        consts[2][key] = (np.zeros((0, nv), dtype), np.zeros((0, L, 3, 3), dtype), np.zeros((0, L, 3), dtype),
+                          np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((1, 0, N_TERMS), dtype),
+                          np.zeros((0, S, 3), dtype))
     return consts[2][key]
 
 
-def actuator_arrays(actuated, gear, dtype):
-    """(actuated DOFs (n,) int64, gear (n,) [N m or N] in the kernel's ``dtype``), C-contiguous, as the energy
-    terms' kernels take them (the gears rounded to the kernel's dtype, as its arithmetic is)."""
-    act = np.ascontiguousarray(actuated, dtype=np.int64).reshape(-1)
-    return act, np.ascontiguousarray(np.broadcast_to(np.asarray(gear, dtype=np.float64), act.shape), dtype=dtype)
+def _gauge_arrays(gauge, dtype):
+    """(actuated DOFs (n,) int64, gear (n,) in the kernel's dtype) of an energy gauge (an object with fields
+    ``actuated`` and ``gear``, e.g. integrators.state.EnergyGauge); None measures no actuators (c = 0)."""
+    if gauge is None:
+        key = np.dtype(dtype).str
+        if key not in _NO_GAUGE:
+            _NO_GAUGE[key] = (np.zeros(0, np.int64), np.zeros(0, dtype))
+        return _NO_GAUGE[key]
+    gear = gauge.gear
+    return gauge.actuated, (gear if gear.dtype == dtype else gear.astype(dtype))
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                substeps=1):
+                gauge=None, substeps=1):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
-    the environment reads of the new state, from the same call (velocity, kinematics, new contact memory and
+    the environment reads of the new state, from the same call (velocity, kinematics, the guard's energy terms
+    for the DOFs and gears of ``gauge`` — an integrators.state.EnergyGauge or None —, new contact memory and
     force), and then ``substeps`` steps under the same tau in that one call (each row's state and contact memory
-    carried from substep to substep inside the kernel; the same numbers as that many single calls), every
-    substep's configuration and velocity kept. Inputs that are already C-contiguous arrays of the kernel's dtype
-    and shape are passed as they are."""
+    carried from substep to substep inside the kernel; the same numbers as that many single calls). Inputs that
+    are already C-contiguous arrays of the kernel's dtype and shape are passed as they are."""
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     if not isinstance(forces, ForceModel):
@@ -155,8 +163,8 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     m, fo, empty = consts
     n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
-    # batch.step_rows: the states in Q (q_prev, q, then every substep's), the contact memory in two rotating slots
-    Q = np.empty((n + 2, B, nq), dtype)
+    # rotating buffers (batch.step_rows): the state in Q, the contact memory in two slots
+    Q = np.empty((3, B, nq), dtype)
     Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
     if has_contact:
         CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
@@ -169,32 +177,34 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     else:
         CP, CACT, CNORM, CANC = _no_contact(empty, B, dtype)
     IT, GN, CONV = np.empty((n, B), np.int64), np.empty((n, B), dtype), np.empty((n, B), np.bool_)
+    act, gear = _gauge_arrays(gauge, dtype)
     if finish:
         L = body.L
-        outs = (np.empty((n, B, nv), dtype), np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype),
-                np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype), np.empty((B, n_s, 3), dtype))
+        outs = (np.empty((B, nv), dtype), np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype),
+                np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype), np.empty((n, B, N_TERMS), dtype),
+                np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
     torch_threads = threads.torch_threads()  # before numba's pool starts or launches (both set OpenMP's count)
     parallel, key = _launch(consts, B, n, finish)
     t0 = time.perf_counter()
     if not parallel:
-        entries.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs)
+        entries.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
     else:
-        entries.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs,
-                           min(B, threads.num_threads()))
+        entries.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
+                        min(B, threads.num_threads()))
     threads.restore_torch_threads(torch_threads)
     if key is not None:
         threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
-    q, its = Q[n + 1], (IT[0] if n == 1 else IT.sum(0))
+    q, its = Q[(n + 1) % 3], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
     if not finish:
         return KernelStep(q, its, GN[n - 1], conv)
-    QD, R, t, w, v, force = outs
+    qd, R, t, w, v, terms, force = outs
     c = n % 2
-    return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R, t, w, v),
+    return KernelStep(q, its, GN[n - 1], conv, qd, Kinematics(R, t, w, v), terms[n - 1],
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
-                      Q[n], Q[2:], QD)
+                      Q[n % 3], terms)
 
 
 def _launch(consts, B, n, finish):
@@ -224,53 +234,20 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
     return r.q, r.iterations, r.grad_norm, r.converged
 
 
-def finish_numba(body, q_prev, q, dt, forces):
-    """(qd (B, nv), Kinematics of q) of states (q_prev, q) (B, nq) by the kernel's compiled code — the values a
-    step with ``finish`` leaves, for a state that did not come out of a step."""
+def finish_numba(body, q_prev, q, dt, forces, *, gauge=None):
+    """(qd (B, nv), Kinematics of q, energy terms (B, N_TERMS)) of states (q_prev, q) (B, nq) by the kernel's
+    compiled code — the values a step with ``finish`` leaves, for a state that did not come out of a step."""
     q = np.ascontiguousarray(q)
     dtype, B = q.dtype, q.shape[0]
     q_prev = _arr(q_prev, dtype, q.shape)
     m, fo, _ = _constants(body, forces, float(dt), None, None, "exact", dtype)
+    act, gear = _gauge_arrays(gauge, dtype)
     L, nv = body.L, body.nv
-    qd = np.empty((B, nv), dtype)
+    qd, terms = np.empty((B, nv), dtype), np.empty((B, N_TERMS), dtype)
     R, t = np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype)
     w, v = np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype)
-    entries.finish_batch(*m, *fo, q_prev, q, qd, R, t, w, v)
-    return qd, Kinematics(R, t, w, v)
-
-
-def energy_terms_numba(body, forces, dt, actuated, gear, q, qd):
-    """The divergence guard's energy terms (…, N_TERMS) (the constants.T_* columns: kinetic energy [J], the
-    actuators' power coefficient [√J/s], limit and contact energies [J], centre of mass (3,) [m]) of states with
-    configurations q (…, nq) and velocities qd (…, nv) (any leading axes, NumPy of the kernel's dtype), for the
-    actuators on DOFs ``actuated`` (n,) with gears ``gear`` (n,) [N m or N]: the kernel's compiled arithmetic
-    (dynamics.energy_terms_row, as the step used to compute them), in q's dtype."""
-    dtype = q.dtype
-    lead = q.shape[:-1]
-    q2 = _arr(q, dtype).reshape(-1, body.nq)
-    qd2 = _arr(qd, dtype).reshape(-1, body.nv)
-    if qd2.shape[0] != q2.shape[0]:
-        raise ValueError(f"q {q.shape} and qd {qd.shape} must hold the same states")
-    consts = _constants(body, forces, float(dt), None, None, "exact", dtype)
-    m, fo, cache = consts
-    key = ("actuators", id(actuated), id(gear), np.dtype(dtype).str)
-    hit = cache.get(key)
-    if hit is None or hit[0] is not actuated or hit[1] is not gear:  # converted once per (actuated, gear) pair
-        hit = cache[key] = (actuated, gear, actuator_arrays(actuated, gear, dtype))
-    act, g = hit[2]
-    N = q2.shape[0]
-    out = np.empty((N, N_TERMS), dtype)
-    torch_threads = threads.torch_threads()
-    parallel, key = _launch(consts, N, 0, False)  # (n = 0: the terms' own launch statistics)
-    t0 = time.perf_counter()
-    if parallel:
-        entries.terms_batch(*m, *fo, act, g, q2, qd2, out, min(N, threads.num_threads()))
-    else:
-        entries.terms_batch_serial(*m, *fo, act, g, q2, qd2, out)
-    threads.restore_torch_threads(torch_threads)
-    if key is not None:
-        threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
-    return out.reshape(lead + (N_TERMS,))
+    entries.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
+    return qd, Kinematics(R, t, w, v), terms
 
 
 def forward_kinematics_numba(body, q):
