@@ -10,7 +10,7 @@ from .constants import N_TERMS, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMI
 from .jit import jitable
 from .joints import chart_quadratic
 from .linalg import solve_damped
-from .spatial import _inertia_form
+from .spatial import _inertia_form, twist_products
 
 
 @jitable
@@ -36,18 +36,7 @@ def mass_matrix(m, R, t, w, v, K, Xk, M):
             for b in range(6):
                 x += K[l, a, b] * s6[b]
             Xk[k, a] = x
-    for j in range(nv):
-        for k in range(nv):
-            M[j, k] = 0.0
-    hw = m.hess_weight
-    for j in range(nv):
-        for k in range(nv):
-            c = hw[j, k]
-            if c != 0.0:
-                p = c * (w[j, 0] * Xk[k, 0] + w[j, 1] * Xk[k, 1] + w[j, 2] * Xk[k, 2]
-                         + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
-                M[j, k] += p
-                M[k, j] += p
+    twist_products(m.hess_weight, w, v, Xk, M)
     for k in range(nv):
         M[k, k] += m.armature[k]
 

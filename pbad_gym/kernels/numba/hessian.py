@@ -5,7 +5,7 @@ from __future__ import annotations
 from .contact import _sphere_idle, sphere_point_terms
 from .jit import jitable
 from .joints import joint_hessian
-from .spatial import _inertia_form, _spatial_form, _world_moments
+from .spatial import _inertia_form, _spatial_form, _world_moments, twist_products
 
 
 @jitable
@@ -94,18 +94,7 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
                          + (vk2 * F[l, 0] - vk0 * F[l, 2]))
             Xk[k, 2] += ((Z[l, 2, 0] * wk0 + Z[l, 2, 1] * wk1 + Z[l, 2, 2] * wk2) - tr * wk2
                          + (vk0 * F[l, 1] - vk1 * F[l, 0]))
-    for j in range(nv):
-        for k in range(nv):
-            H[j, k] = 0.0
-    hw = m.hess_weight
-    for j in range(nv):
-        for k in range(nv):
-            c = hw[j, k]
-            if c != 0.0:
-                p = c * (w[j, 0] * Xk[k, 0] + w[j, 1] * Xk[k, 1] + w[j, 2] * Xk[k, 2]
-                         + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
-                H[j, k] += p
-                H[k, j] += p
+    twist_products(m.hess_weight, w, v, Xk, H)
     joint_hessian(m, fo, q, qref, qpred, tau, H)
     if fo.has_armature:
         for k in range(nv):

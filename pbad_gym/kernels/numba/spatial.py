@@ -76,3 +76,21 @@ def _inertia_form(mi, c, S, R, t, i, al, K):
             K[i, 3 + b, a] = K[i, a, 3 + b]
             K[i, 3 + a, 3 + b] = mi * al if a == b else 0.0
 
+
+@jitable
+def twist_products(hw, w, v, Xk, out):
+    """out (nv, nv) = Σ over the joint pairs the chain weights hw (nv, nv) allow of hw_jk·(twist_j · Xk_k),
+    symmetrised: the joint-space assembly of a spatial form Xk (nv, 6) (the kernel's crba and the exact Hessian's
+    second-order part), with twists (w, v) (nv, 3) each. out is overwritten."""
+    nv = hw.shape[0]
+    for j in range(nv):
+        for k in range(nv):
+            out[j, k] = 0.0
+    for j in range(nv):
+        for k in range(nv):
+            c = hw[j, k]
+            if c != 0.0:
+                p = c * (w[j, 0] * Xk[k, 0] + w[j, 1] * Xk[k, 1] + w[j, 2] * Xk[k, 2]
+                         + v[j, 0] * Xk[k, 3] + v[j, 1] * Xk[k, 4] + v[j, 2] * Xk[k, 5])
+                out[j, k] += p
+                out[k, j] += p
