@@ -16,7 +16,7 @@ from .energies import contact_state, make_force_model, sphere_forces
 from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
                           collocation, explicit_step, impulse, pbad)
 from .integrators.collocation import node_velocity, start_node
-from .integrators.state import EnergyGauge, energy_terms, order2_velocity
+from .integrators.state import order2_velocity
 from .kinematics import forward_kinematics, integrate, normalize
 
 BACKENDS = ("numpy", "numba", "cuda")
@@ -76,8 +76,8 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
 
 
 def select_finish(backend):
-    """The backend's ``finish(model, state) -> state`` that fills the velocity, kinematics and energy-terms
-    caches of a state that did not come out of a step (None: the NumPy references fill them one at a time)."""
+    """The backend's ``finish(model, state) -> state`` that fills the velocity and kinematics caches of a state
+    that did not come out of a step (None: the NumPy references fill them one at a time)."""
     if backend == "numba":
         from .kernels.numba.contract import finish
 
@@ -130,7 +130,7 @@ class Simulator:
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     Methods: ``step(tau, substeps=1)`` (n steps under one tau: an env's frame_skip, one compiled call on numba),
     ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
-    ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``, ``energy_terms()``.
+    ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``.
     """
 
     @property
@@ -186,7 +186,6 @@ class Simulator:
                                                optimizer=self.options.optimizer, hessian=self.options.hessian,
                                                dtype=self.dtype, device=device)
         self._finish = select_finish(self.backend)
-        self._gauge = None
         self._shape_tau = (self.num_envs, body.nv)
         self.model = self._make_model(params)
         self.reset()
@@ -195,14 +194,7 @@ class Simulator:
         xp = self.xp
         gravity = xp.asarray(self.forces.gravity, dtype=self.dtype)
         return StepModel(self.body, self.body.arrays(xp, self.dtype), self.forces, self.dt, gravity, params,
-                         self.lcp if params is not None else None, self._gauge)
-
-    def track_energy(self, actuated, gear):
-        """Measure the energy terms (:meth:`energy_terms`) for the actuators on DOFs ``actuated`` (n,) with gears
-        ``gear`` (n,) [N m or N]; a compiled step then computes them in the same call as the step."""
-        self._gauge = EnergyGauge.create(actuated, gear)
-        self.model = self.model._replace(gauge=self._gauge)
-        self.state = self.state._replace(terms=None)
+                         self.lcp if params is not None else None)
 
     # --- options (read through the typed option values) --------------------------------------------------------
     @property
@@ -294,7 +286,7 @@ class Simulator:
             kin = forward_kinematics(body, q)
             memory = contact_state(body, kin, c, self.dt)
             new = new._replace(contact=memory, force=sphere_forces(body, kin, c, memory, self.dt))
-        if cur.terms is not None and self._compiled_finish():
+        if cur.velocity is not None and self._compiled_finish():
             # the reset rows' caches from one compiled call on those rows alone: the other rows keep theirs
             # (otherwise the next read of any cache recomputes every row's)
             new = self._finish(self.model, new)
@@ -360,32 +352,21 @@ class Simulator:
         kin = self.state.kin
         return self._complete("kin").kin if kin is None else kin
 
-    def energy_terms(self):
-        """:class:`~pbad_gym.integrators.state.EnergyTerms` of the current state (what the divergence guard reads)
-        for the actuators given to :meth:`track_energy`: from the step's own compiled call on the numba backend,
-        else by the NumPy reference (:func:`~pbad_gym.integrators.state.energy_terms`); cached until the state
-        changes."""
-        terms = self.state.terms
-        return self._complete("terms").terms if terms is None else terms
-
     def _compiled_finish(self):
-        """Whether this backend fills the caches of a state (kinematics, velocity, energy terms) in one compiled
-        call (:meth:`_complete`)."""
+        """Whether this backend fills the caches of a state (kinematics, velocity) in one compiled call
+        (:meth:`_complete`)."""
         return self._finish is not None and self.integrator == "pbad" and self.order == 2
 
     def _complete(self, field):
-        """Fill the cache ``field`` of the state ("kin", "velocity" or "terms"): on a backend with a compiled
-        finish all three at once, else the one asked for by the NumPy reference. Returns the new state."""
+        """Fill the cache ``field`` of the state ("kin" or "velocity"): on a backend with a compiled finish both at
+        once, else the one asked for by the NumPy reference. Returns the new state."""
         s = self.state
         if self._compiled_finish():
             s = self._finish(self.model, s)
         elif field == "kin":
             s = s._replace(kin=forward_kinematics(self.body, s.q))
-        elif field == "velocity":
-            s = s._replace(velocity=order2_velocity(self.model, s))
         else:
-            s = s._replace(terms=energy_terms(self.model, s, self.kinematics(), self.qd))
-            s = self.state._replace(terms=s.terms)  # kinematics() / qd may have filled their caches meanwhile
+            s = s._replace(velocity=order2_velocity(self.model, s))
         self.state = s
         return s
 
@@ -425,9 +406,10 @@ class Simulator:
 
         Returns diagnostics, each (B,): iterations (summed over the substeps), grad_norm (the last substep's),
         converged (on every substep) (explicit integrators: 0, 0, True); the impulse model adds contacts,
-        lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged; with n > 1 substeps and
-        :meth:`track_energy` on, ``terms``: the EnergyTerms of every substep's state (fields with a leading axis
-        of n; :meth:`energy_terms` is the last one's).
+        lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged; with n > 1 substeps,
+        substep_q (n, B, nq) and substep_qd (n, B, nv): every substep's configuration and velocity (the last
+        are :attr:`q` and :attr:`qd`; an environment's divergence guard checks each), and on numba substep_kin,
+        their Kinematics (fields with a leading axis n; the last is :meth:`kinematics`).
         """
         return self._advance(self._checked_tau(tau), substeps).as_dict()
 

@@ -3,11 +3,12 @@
     python scripts/cuda_resources.py [--body spider|swimmer|chain10] [--dtype float64|float32] [--cc 9.0]
                                      [--maxrregcount N]
 
-Compiles ``kernels.cuda.kernel.step_kernel`` and ``finish_kernel`` to PTX with numba-cuda (its NVVM: a CUDA toolkit
-or the nvidia-cuda-nvcc wheel) for compute capability --cc, assembles them with ``ptxas -v`` (from PATH, $CUDA_HOME
-or /usr/local/cuda*) and prints per kernel: registers per thread, stack frame and spill bytes, the kernel parameter
-bytes, the per-thread global scratch (StepScratch) and the occupancy the registers allow. Where no GPU is present,
-numba-cuda's device query (it compiles device functions for the current device) is answered with --cc.
+Compiles ``kernels.cuda.kernel.step_kernel``, ``finish_kernel`` and ``terms_kernel`` to PTX with numba-cuda (its NVVM:
+a CUDA toolkit or the nvidia-cuda-nvcc wheel) for compute capability --cc, assembles them with ``ptxas -v`` (from
+PATH, $CUDA_HOME or /usr/local/cuda*) and prints per kernel: registers per thread, stack frame and spill bytes, the
+kernel parameter bytes, the per-thread global scratch (StepScratch) and the occupancy the registers allow. Where no
+GPU is present, numba-cuda's device query (it compiles device functions for the current device) is answered with
+--cc.
 """
 from __future__ import annotations
 
@@ -56,17 +57,18 @@ def _arguments(body, forces, dtype, B=4):
     e = lambda *s: np.empty(s, dtype)  # noqa: E731
     b = lambda *s: np.empty(s, np.bool_)  # noqa: E731
     act, gear = np.zeros(2, np.int64), e(2)
-    finish_out = (e(B, nv), e(B, L, 3, 3), e(B, L, 3), e(B, nv, 3), e(B, nv, 3), e(B, N_TERMS))
+    kin_out = (e(B, L, 3, 3), e(B, L, 3), e(B, nv, 3), e(B, nv, 3))
     kinds = {FLOAT: dtype, INT: np.int64, BOOL: np.bool_}
     shapes = scratch_shapes(L, nv, nq, ns)
     work = {k: np.empty(s + (B,), kinds[kind]) for k, (s, kind) in shapes.items()}
     step = (*m, *fo, e(B, nq), e(B, nq), e(B, nv), e(B, ns, 3), b(B, ns), e(B, ns), e(B, ns, 3), e(B, nq),
-            np.empty(B, np.int64), e(B), b(B), act, gear, 1, *finish_out, e(B, ns, 3), b(B, ns), e(B, ns),
+            np.empty(B, np.int64), e(B), b(B), 1, e(B, nv), *kin_out, e(B, ns, 3), b(B, ns), e(B, ns),
             e(B, ns, 3), e(B, ns, 3), *work.values())
-    from pbad_gym.kernels.cuda.launch import FINISH_FIELDS
+    from pbad_gym.kernels.cuda.launch import FINISH_FIELDS, TERMS_FIELDS
 
-    finish = (*m, *fo, act, gear, e(B, nq), e(B, nq), *finish_out, *(work[f] for f in FINISH_FIELDS))
-    return step, finish, (L, nv, nq, ns)
+    finish = (*m, *fo, e(B, nq), e(B, nq), e(B, nv), *kin_out, *(work[f] for f in FINISH_FIELDS))
+    terms = (*m, *fo, act, gear, e(B, nq), e(B, nv), *kin_out, e(B, N_TERMS), *(work[f] for f in TERMS_FIELDS))
+    return step, finish, terms, (L, nv, nq, ns)
 
 
 def _param_bytes(sig):
@@ -104,13 +106,13 @@ def main(argv=None):
 
     dtype = np.dtype(args.dtype)
     body, forces = _body(args.body)
-    step, finish, (L, nv, nq, ns) = _arguments(body, forces, dtype)
+    step, finish, terms, (L, nv, nq, ns) = _arguments(body, forces, dtype)
     scratch = scratch_bytes(L, nv, nq, ns, dtype.itemsize)
     print(f"{args.body}: L {L}, nv {nv}, nq {nq}, {ns} contact spheres; {dtype}; sm_{cc[0]}{cc[1]}; "
           f"global scratch {scratch:,} bytes per trajectory")
     ptxas = _ptxas()
-    for name, fn, values in (("step_kernel", kernel.step_kernel, step), ("finish_kernel", kernel.finish_kernel,
-                                                                        finish)):
+    for name, fn, values in (("step_kernel", kernel.step_kernel, step), ("finish_kernel", kernel.finish_kernel, finish),
+                             ("terms_kernel", kernel.terms_kernel, terms)):
         sig = tuple(numba.typeof(a) for a in values)
         ptx, _ = cuda.compile_ptx(fn.py_func, sig, cc=cc)
         line = f"  {name}: {len(sig)} arguments, {_param_bytes(sig):,} parameter bytes, PTX {len(ptx) / 1e6:.1f} MB"

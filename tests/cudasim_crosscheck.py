@@ -20,11 +20,21 @@ def _diff(a, b):
     return float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)), initial=0.0))
 
 
-def _state_diffs(sims):
-    """Largest differences of the caches the environments read (velocity, energy terms, kinematics, force)."""
+def _terms(sim, act):
+    """The divergence guard's energy terms of ``sim``'s state, by its backend's kernel (envs.divergence)."""
+    from pbad_gym.envs.divergence import GuardModel, energy_terms
+
+    model = GuardModel(sim.body, sim.forces, sim.dt, act, np.ones(act.size), sim.backend)
+    return energy_terms(model, sim.q, sim.qd)
+
+
+def _state_diffs(sims, act=None):
+    """Largest differences of what the environments read (velocity, the guard's energy terms of the actuators on
+    DOFs ``act`` (None: the last nv − 3), kinematics, force)."""
     a, b = sims
+    act = np.arange(min(a.body.nv, 3), a.body.nv) if act is None else act
     out = {"qd": _diff(a.qd, b.qd),
-           "terms": max(_diff(x, y) for x, y in zip(a.energy_terms(), b.energy_terms())),
+           "terms": max(_diff(x, y) for x, y in zip(_terms(a, act), _terms(b, act))),
            "kin": max(_diff(x, y) for x, y in zip(a.kinematics(), b.kinematics()))}
     if a.contact_forces is not None:
         out["force"] = _diff(a.contact_forces, b.contact_forces)
@@ -37,9 +47,6 @@ def _sim_case(body, steps, B, scale, dtype=np.float64, reset_at=None, seed=0, **
     sims = [Simulator(body, num_envs=B, backend=be, dtype=dtype, **kw) for be in ("numba", "cuda")]
     assert [s.backend for s in sims] == ["numba", "cuda"], [s.backend for s in sims]
     rng = np.random.default_rng(seed)
-    act = np.arange(min(body.nv, 3), body.nv)
-    for s in sims:
-        s.track_energy(act, np.ones(act.size))
     if not body.links[0].joint.type == "free":
         q0 = rng.uniform(-0.3, 0.3, (B, body.nq))
         for s in sims:
@@ -81,7 +88,7 @@ def _env_case(env_id, steps, n=2, dtype=np.float64, seed=0):
         dobs, drew = max(dobs, _diff(o0, o1)), max(drew, _diff(r0, r1))
         same_iters &= bool(np.array_equal(i0["iterations"], i1["iterations"]))
     out = {"dq": dq, "obs": dobs, "reward": drew, "same_iterations": same_iters,
-           **_state_diffs([e.unwrapped.sim for e in envs])}
+           **_state_diffs([e.unwrapped.sim for e in envs], envs[0].unwrapped.actuated)}
     for e in envs:
         e.close()
     return out

@@ -1,6 +1,7 @@
-"""What a compiled step leaves of the new state (issue 11): velocity, kinematics, the divergence guard's energy
-terms, contact memory and force — each against its NumPy reference to 1e-10 (float64), the step's fused values
-equal to the separate compiled finish bit for bit, and the guard's decisions the same on both backends."""
+"""What a compiled step leaves of the new state (issue 11): velocity, kinematics, contact memory and force — each
+against its NumPy reference to 1e-10 (float64), the step's fused values equal to the separate compiled finish bit
+for bit; the divergence guard's energy terms of that state by the kernel's code against the NumPy reference, and the
+guard's decisions the same on both backends."""
 from __future__ import annotations
 
 import gymnasium as gym
@@ -11,7 +12,8 @@ from conftest import mixed_body
 import pbad_gym  # noqa: F401  (registers the ids)
 from pbad_gym import Simulator
 from pbad_gym.energies import contact_state, sphere_forces
-from pbad_gym.integrators.state import EnergyGauge, energy_terms, order2_velocity
+from pbad_gym.envs.divergence import EnergyBudget, GuardModel, energy_terms, energy_terms_reference
+from pbad_gym.integrators.state import order2_velocity
 from pbad_gym.kernels.numba.contract import finish, step
 from pbad_gym.kinematics import forward_kinematics
 from pbad_gym.model import chain
@@ -56,7 +58,9 @@ def test_step_leaves_the_numpy_references_values(case):
     for x, y in zip(new.kin, kin):
         np.testing.assert_allclose(x, y, **TOL)
     np.testing.assert_allclose(new.velocity, order2_velocity(model, new), **TOL)
-    _assert_terms_close(new.terms, energy_terms(model, new, kin, order2_velocity(model, new)))
+    guard = GuardModel(body, sim.forces, sim.dt, env.actuated, env.gear, "numba")
+    _assert_terms_close(energy_terms(guard, new.q, new.velocity),
+                        energy_terms_reference(guard._replace(backend="numpy"), new.q, order2_velocity(model, new)))
     if sim.forces.contact is not None:
         ref = contact_state(body, kin, sim.forces.contact, sim.dt, prev=old.contact)
         for name, x, y in zip(ref._fields, new.contact, ref):
@@ -64,16 +68,14 @@ def test_step_leaves_the_numpy_references_values(case):
         np.testing.assert_allclose(new.force, sphere_forces(body, kin, sim.forces.contact, old.contact, sim.dt),
                                    **TOL)
     # the separate compiled finish (resets, restores) gives the step's values bit for bit
-    again = finish(model, new._replace(kin=None, velocity=None, terms=None))
+    again = finish(model, new._replace(kin=None, velocity=None))
     for x, y in zip(again.kin, new.kin):
         np.testing.assert_array_equal(x, y)
     np.testing.assert_array_equal(again.velocity, new.velocity)
-    for x, y in zip(again.terms, new.terms):
-        np.testing.assert_array_equal(x, y)
 
 
-def test_terms_of_every_joint_type_with_limits_and_a_partial_gauge():
-    """The tree driven into its limits (limit energy > 0), the gauge on some of its DOFs; without a gauge the
+def test_terms_of_every_joint_type_with_limits_and_some_actuators():
+    """The tree driven into its limits (limit energy > 0), actuators on some of its DOFs; without actuators the
     actuation coefficient is 0 on both paths."""
     body = mixed_body(limited=True)
     kw = dict(num_envs=3, limit_stiffness=50.0, drag=(0.2, 1.0))
@@ -82,16 +84,19 @@ def test_terms_of_every_joint_type_with_limits_and_a_partial_gauge():
     taus = 0.3 * rng.normal(size=(15, 3, body.nv))
     q0 = body.q0()
     q0[[11, 13]] = 0.35, 0.03  # the universal joint's first angle and the slide beyond their ranges
-    for sim in sims.values():
+    act, gear = np.array([6, 8, 9, 11]), np.array([0.5, 0.2, 0.3, 0.4])
+    guards = {k: GuardModel(body, s.forces, s.dt, act, gear, k) for k, s in sims.items()}
+    for k, sim in sims.items():
         sim.reset(q0)
-        assert np.all(np.asarray(sim.energy_terms().actuation) == 0)
-        sim.track_energy([6, 8, 9, 11], [0.5, 0.2, 0.3, 0.4])
+        none = guards[k]._replace(actuated=act[:0], gear=gear[:0])
+        assert np.all(np.asarray(energy_terms(none, sim.q, sim.qd).actuation) == 0)
         for t in taus:
             sim.step(t)
     a, b = sims["numpy"], sims["numba"]
     np.testing.assert_allclose(a.q, b.q, rtol=0, atol=1e-10)
-    _assert_terms_close(a.energy_terms(), b.energy_terms())
-    assert np.all(b.energy_terms().actuation > 0) and np.any(b.energy_terms().limits > 0)
+    ta, tb = energy_terms(guards["numpy"], a.q, a.qd), energy_terms(guards["numba"], b.q, b.qd)
+    _assert_terms_close(ta, tb)
+    assert np.all(tb.actuation > 0) and np.any(tb.limits > 0)
 
 
 @pytest.mark.parametrize("case", list(ENVS))
@@ -101,7 +106,7 @@ def test_guard_measures_and_decisions_agree_between_backends(case):
     env_id, kw, steps = ENVS[case]
     nb = _rollout(_env(env_id, kw, "numba"), steps)
     npy = _rollout(_env(env_id, kw, "numpy"), 0)
-    npy.sim.state = nb.sim.state._replace(kin=None, kin_prev=None, velocity=None, terms=None)
+    npy.sim.state = nb.sim.state._replace(kin=None, kin_prev=None, velocity=None)
     for x, y in zip(npy.energy_budget.measure(), nb.energy_budget.measure()):
         np.testing.assert_allclose(x, y, **TOL)
     # a kicked state far beyond what the actuators can supply: both flag exactly the same rows
@@ -137,17 +142,19 @@ def test_swimmer_guard_agrees_along_a_rollout():
                                    **TOL)
 
 
-def test_gauge_validates_gear():
+def test_budget_validates_gear():
+    sim = Simulator(chain(2), 0.01, num_envs=2)
     with pytest.raises(ValueError, match="gear"):
-        EnergyGauge.create([0, 1], [1.0, np.nan])
-    g = EnergyGauge.create(np.array([3, 4]), 2.0)
+        EnergyBudget(sim, [0, 1], [1.0, np.nan])
+    g = EnergyBudget(sim, np.array([0, 1]), 2.0)
     assert g.actuated.dtype == np.int64 and g.gear.tolist() == [2.0, 2.0]
 
 
 def test_explicit_integrators_do_not_keep_stale_terms():
     sim = Simulator(chain(2), 0.01, integrator="rk4", num_envs=2)
-    sim.track_energy([0, 1], [1.0, 1.0])
-    before = sim.energy_terms()
+    budget = EnergyBudget(sim, [0, 1], [1.0, 1.0])
+    before = budget.terms()
+    assert budget.terms() is before  # kept while the state is the same
     sim.step(np.ones((2, 2)))
-    assert sim.energy_terms() is not before
-    assert not np.array_equal(sim.energy_terms().kinetic, before.kinetic)
+    assert budget.terms() is not before
+    assert not np.array_equal(budget.terms().kinetic, before.kinetic)

@@ -7,6 +7,7 @@ import pytest
 import pbad_gym  # noqa: F401  (registers the environments)
 from pbad_gym.envs import SpiderVectorEnv, SwimmerVectorEnv
 from pbad_gym.envs.divergence import EnergyBudget, body_reach
+from pbad_gym.kinematics import normalize
 from pbad_gym.lcp import METHODS
 from pbad_gym.model import spider
 
@@ -125,36 +126,42 @@ def test_energy_growing_geometrically_is_caught_within_a_few_steps():
 
 @pytest.mark.parametrize("env_cls", [SwimmerVectorEnv, SpiderVectorEnv])  # without and with the floor term
 @pytest.mark.parametrize("n", [1, 3])  # one step, frame_skip substeps
-def test_compiled_energy_check_matches_the_numpy_reference_bit_for_bit(env_cls, n):
-    """The numba backend's compiled check (kernels/numba/guard.py) gives the NumPy reference's exceeded, K and
-    pending budgets bit for bit, NaN, inf and negative kinetic energies (round-off) included."""
-    from pbad_gym.integrators.state import EnergyTerms
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_guard_matches_the_numpy_check_bit_for_bit(env_cls, n, dtype):
+    """The numba backend's guard after a step (terms and checks in one compiled call, kernels/numba/guard.py) gives
+    the NumPy check's exceeded, K and pending budgets bit for bit, on the energy terms the kernel computes for the
+    same states (those terms are the compiled terms entry's, bit for bit), NaN and blown-up rows included."""
+    from pbad_gym.envs.divergence import energy_terms
+    from pbad_gym.kernels.numba.step import forward_kinematics_numba
+    from pbad_gym.kinematics import Kinematics
 
     B = 7
-    env = env_cls(num_envs=B, backend="numba")
+    env = env_cls(num_envs=B, backend="numba", dtype=dtype)
     env.reset(seed=0)
-    budget = env.energy_budget
-    assert budget._compiled
+    budget, sim = env.energy_budget, env.sim
+    assert budget._compiled is not None
     rng = np.random.default_rng(n)
-    for trial in range(20):
-        scale = 10.0 ** rng.uniform(-3, 3)
-        ke = scale * rng.uniform(-1e-12, 1, (n, B))
-        fields = [ke, scale * rng.uniform(0, 5, (n, B)), scale * rng.uniform(0, 1, (n, B)),
-                  scale * rng.uniform(0, 1, (n, B)), rng.normal(0, 1, (n, B, 3))]
-        if trial % 4 == 1:
-            fields[0][rng.integers(n), rng.integers(B)] = np.nan
-        if trial % 4 == 2:
-            fields[2][rng.integers(n), rng.integers(B)] = np.inf
-        terms = EnergyTerms(*(f[0] if n == 1 else f for f in fields))
+    q0 = np.asarray(sim.q, np.float64)
+    for trial in range(12):
+        scale = 10.0 ** rng.uniform(-3, 2)
+        q = np.stack([q0 + 0.2 * rng.normal(size=q0.shape) for _ in range(n)])
+        q = normalize(sim.body, q.reshape(n * B, -1)).reshape(n, B, -1).astype(dtype)
+        qd = (scale * rng.normal(size=(n, B, sim.body.nv))).astype(dtype)
+        if trial % 3 == 1:
+            qd[rng.integers(n), rng.integers(B)] = np.nan
         budget.K = scale * rng.uniform(0, 1, B)
         budget.s = np.sqrt(budget.K) + rng.uniform(0, 2, B)
         K0, s0 = budget.K.copy(), budget.s.copy()
-        got = budget.check(terms=terms)
+        kin = forward_kinematics_numba(sim.body, q.reshape(n * B, -1))  # (the kernel's, as a step leaves them)
+        got = budget.check_step(q, qd, Kinematics(*(f.reshape((n, B) + f.shape[1:]) for f in kin)))
         got_pending = budget._pending
-        budget.K, budget.s, budget._compiled = K0, s0, False
-        want = budget.check(terms=terms)
+        terms = energy_terms(budget.model, q, qd)
+        assert np.array_equal(terms.kinetic[-1], budget.terms().kinetic, equal_nan=True)
+        budget.K, budget.s = K0, s0
+        with np.errstate(invalid="ignore"):
+            want = budget.check(terms=terms)
         want_pending = budget._pending
-        budget._compiled = True
+        assert got[0].any() or trial % 3 != 1  # the NaN row is flagged
         for a, b in zip(got + got_pending, want + want_pending):
             assert a.dtype == b.dtype and a.shape == b.shape
             assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (trial, a, b)

@@ -237,7 +237,8 @@ def test_kernel_cache_is_keyed_on_every_source_file(tmp_path, monkeypatch):
 
     from pbad_gym.kernels.numba import entries, jit
 
-    for entry in (entries.step_batch, entries.step_batch_serial, entries.finish_batch, entries.kinematics_batch):
+    for entry in (entries.step_batch, entries.step_batch_serial, entries.finish_batch, entries.kinematics_batch,
+                  entries.guard_batch, entries.guard_batch_serial):
         assert isinstance(entry._cache._impl._locator, jit.PACKAGE_LOCATORS)
     pkg = tmp_path / "numba"
     shutil.copytree(jit._HERE, pkg, ignore=shutil.ignore_patterns("__pycache__"))

@@ -318,12 +318,11 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     # --- state helpers --------------------------------------------------------------------------------------
     def centre_of_mass(self, kin=None):
         """Centre of mass (B, 3) [m] (NumPy) of the body at kinematics ``kin`` (default: the current state's);
-        :func:`pbad_gym.dynamics.centre_of_mass`. For the current state's kinematics, on a backend whose step
-        computed it in its own call (numba), that value (:meth:`Simulator.energy_terms`; the same to round-off)."""
-        state = self.sim.state
-        if state.terms is not None and (kin is None or kin is state.kin) and state.kin is not None:
-            return state.terms.com
-        return to_numpy(centre_of_mass(self.body, kin=self._kinematics() if kin is None else kin))
+        :func:`pbad_gym.dynamics.centre_of_mass`. For the current state, the one of the divergence guard's energy
+        terms (:meth:`EnergyBudget.terms`, measured for the guard's check anyway; the same to round-off)."""
+        if kin is None or kin is self.sim.state.kin:
+            return self.energy_budget.terms().com
+        return to_numpy(centre_of_mass(self.body, kin=kin))
 
     def _kinematics(self):
         """Kinematics of the current configuration (cached by the Simulator)."""
@@ -442,7 +441,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         accept. Called under ``np.errstate(all="ignore")``. The arrays are the step's own, new on every step (no
         copies)."""
         info = self.sim.step(tau, self.frame_skip)
-        out = self.energy_budget.check_unguarded(terms=info.get("terms"))[0]
+        # every substep's state is checked (the bound is per physics step); one step's is the Simulator's state
+        out = self.energy_budget.check_step(info.get("substep_q"), info.get("substep_qd"), info.get("substep_kin"))[0]
         converged = to_numpy(info["converged"]).astype(bool, copy=False)
         return info, converged, to_numpy(info["iterations"]).astype(np.int64, copy=False), out
 

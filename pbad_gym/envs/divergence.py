@@ -30,28 +30,117 @@ of the un-scaled bounds under random actions), while a blow-up grows geometrical
 bound within a few steps. The
 budget starts at each reset (:meth:`EnergyBudget.start`); a state written by ``set_state`` is checked against
 the running budget.
+
+The guard belongs to the environments: the physics knows nothing of it. Its energy terms are a pure function of a
+state (q, q̇) and of the model's constants (:func:`energy_terms`): on the numba and cuda backends the kernel's
+compiled code (``kernels.numba.step.energy_terms_numba`` / ``kernels.cuda.launch.energy_terms_cuda``, in the
+simulation's dtype), else the NumPy reference :func:`energy_terms_reference`. A step of n substeps (frame_skip)
+reports every substep's (q, q̇) (``StepInfo.substep_q`` / ``substep_qd``), and each is checked.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..arrays import to_numpy
+from ..arrays import to_numpy, xp_of
+from ..dynamics import centre_of_mass, crba
+from ..energies import joint_potential, sphere_centres
+from ..energies.contact import normal_point_terms
+from ..kinematics import forward_kinematics
 
 DEFAULT_SAFETY = 3.0
 SQRT2 = float(np.sqrt(2.0))  # (a constant: np.sqrt(2.0) per check was a step-rate cost)
 
 
-def _energy_check():
-    """The compiled check (imported on first use: only the numba backend, which has imported numba, calls it)."""
-    global _ENERGY_CHECK
-    if _ENERGY_CHECK is None:
-        from ..kernels.numba.guard import energy_check
+class EnergyTerms(NamedTuple):
+    """The energy terms of states that the guard reads, each with the states' leading axes (B,) or (n, B):
+    kinetic ½q̇ᵀM(q)q̇ [J]; actuation c = √(Σ_ab gear_a gear_b |M⁻¹(q)|_ab) over the actuated DOFs [√J/s] (the
+    bound ‖τ‖_{M⁻¹} ≤ c on an actuator torque's power per √(2·KE); 0 without actuators); limits [J], the
+    energy stored in the joints (limit penalty, springs); contact [J], the penalty contact's normal energy
+    D1/2·d²; com (…, 3) [m], the centre of mass. The reference (:func:`energy_terms_reference`) gives float64
+    arrays, the compiled kernels arrays of the simulation's dtype; host (NumPy) arrays either way."""
 
-        _ENERGY_CHECK = energy_check
-    return _ENERGY_CHECK
+    kinetic: object
+    actuation: object
+    limits: object
+    contact: object
+    com: object
 
 
-_ENERGY_CHECK = None
+class GuardModel(NamedTuple):
+    """The constants the guard's energy terms read: the Body, its ForceModel, Δt [s] (the kernels' constants are
+    keyed on it), actuated (n,) int64 DOF indices, gear (n,) float64 [N m or N] the largest |τ| per actuator, and
+    ``backend`` ("numba", "cuda" or "numpy": whose code computes the terms)."""
+
+    body: object
+    forces: object
+    dt: float
+    actuated: np.ndarray
+    gear: np.ndarray
+    backend: str
+
+
+def energy_terms_reference(model, q, qd, kin=None):
+    """The NumPy (or CuPy) reference of the :class:`EnergyTerms` of states q (B, nq) with velocities qd (B, nv)
+    and kinematics ``kin`` of q (None: computed here), host float64 arrays (B,) / (B, 3): the mass matrix by CRBA,
+    M⁻¹ by the array module's inverse."""
+    body, forces = model.body, model.forces
+    xp = xp_of(q)
+    kin = forward_kinematics(body, q) if kin is None else kin
+    M = crba(body, q, kin)
+    ke = to_numpy(0.5 * xp.sum(qd * (M @ qd[..., None])[..., 0], -1)).astype(np.float64)
+    B = ke.shape[0]
+    a = model.actuated
+    if len(a) == 0:
+        act = np.zeros(B)
+    else:
+        Minv = to_numpy(xp.linalg.inv(M)[:, a[:, None], a[None, :]]).astype(np.float64)
+        act = np.sqrt(np.einsum("i,bij,j->b", model.gear, np.abs(Minv), model.gear))
+    limits = to_numpy(joint_potential(body, forces, q)).astype(np.float64)
+    contact = (to_numpy(normal_point_terms(body, sphere_centres(body, kin), forces.contact, False)[0]).astype(
+        np.float64) if forces.contact is not None else np.zeros(B))
+    com = np.asarray(to_numpy(centre_of_mass(body, kin=kin)), dtype=np.float64)
+    return EnergyTerms(ke, act, limits, contact, com)
+
+
+def energy_terms(model, q, qd, kin=None):
+    """The :class:`EnergyTerms` of states with configurations q (B, nq) or (n, B, nq) and velocities qd (B, nv)
+    or (n, B, nv) (fields (B,) or (n, B); com with a trailing 3), for the GuardModel ``model``: a pure function of
+    the states. numba / cuda: the kernel's compiled arithmetic in the states' dtype (views of one (…, N_TERMS)
+    host array); numpy: :func:`energy_terms_reference` state by state (``kin``: the kinematics of q (B, nq), to
+    reuse the simulator's)."""
+    if model.backend in ("numba", "cuda"):
+        if model.backend == "numba":
+            from ..kernels.numba.step import energy_terms_numba as compiled
+        else:
+            from ..kernels.cuda.launch import energy_terms_cuda as compiled
+        return _columns(to_numpy(compiled(model.body, model.forces, model.dt, model.actuated, model.gear, q, qd)))
+    if q.ndim == 2:
+        return energy_terms_reference(model, q, qd, kin)
+    per_state = [energy_terms_reference(model, q[k], qd[k]) for k in range(q.shape[0])]
+    return EnergyTerms(*(np.stack(fields) for fields in zip(*per_state)))
+
+
+def _columns(out):
+    """:class:`EnergyTerms` (views) of the compiled kernels' terms array (…, N_TERMS) (kernels.numba.constants.T_*,
+    imported on first use: only the compiled backends, which have imported the kernels, call this)."""
+    global _COLUMNS
+    if _COLUMNS is None:
+        from ..kernels.numba.constants import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+
+        _COLUMNS = T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, slice(T_COM, T_COM + 3)
+    k, a, lim, c, com = _COLUMNS
+    return EnergyTerms(out[..., k], out[..., a], out[..., lim], out[..., c], out[..., com])
+
+
+_COLUMNS = None
+
+
+def _state_key(state):
+    """The arrays that determine a State's (q, q̇) (its caches aside: filling them keeps these objects), compared by
+    identity — steps never write into a State's arrays, so the same objects are the same state."""
+    return state.q, state.q_prev, state.qd, state.nodes, state.fresh
 
 
 def body_reach(body):
@@ -83,11 +172,10 @@ class EnergyBudget:
     ground: height [m] of the ground plane z = ground, or None without one. safety: factor (> 1) on the power
     coefficient c of both bounds.
 
-    The state's energy terms (kinetic energy, the actuators' coefficient from M⁻¹, limit and contact energies,
-    centre of mass) come from :meth:`Simulator.energy_terms`: on the numba backend the step's own compiled call
-    computes them, on numpy the reference (:func:`pbad_gym.integrators.state.energy_terms`); what is left here
-    is a few (B,) operations — on the numba backend (float64) one compiled call,
-    :func:`pbad_gym.kernels.numba.guard.energy_check`, with the same numbers.
+    The states' energy terms (kinetic energy, the actuators' coefficient from M⁻¹, limit and contact energies,
+    centre of mass) come from :func:`energy_terms` (:meth:`terms`); what is left here is a few (B,) operations.
+    After a step (:meth:`check_step`) the numba backend computes both in one compiled call
+    (:class:`pbad_gym.kernels.numba.step.GuardNumba`), with the same numbers.
     """
 
     def __init__(self, sim, actuated, gear, ground=None, safety=DEFAULT_SAFETY):
@@ -95,8 +183,11 @@ class EnergyBudget:
             raise ValueError(f"divergence safety factor must be a finite number > 1, got {safety!r}")
         self.sim, self.safety = sim, float(safety)
         self.actuated = np.asarray(actuated, dtype=np.int64)
-        self.gear = np.asarray(gear, dtype=np.float64)
-        sim.track_energy(self.actuated, self.gear)
+        self.gear = np.ascontiguousarray(np.broadcast_to(np.asarray(gear, dtype=np.float64), self.actuated.shape))
+        if not np.all(np.isfinite(self.gear)):
+            raise ValueError(f"gear must be finite, got {gear!r}")
+        self.model = GuardModel(sim.body, sim.forces, sim.dt, self.actuated, self.gear, sim.backend)
+        self._current = ((), None)  # (_state_key, EnergyTerms) of the Simulator's current state
         body = sim.body
         self.mass = body.total_mass
         g = np.asarray(to_numpy(sim.gravity), dtype=np.float64)
@@ -107,20 +198,43 @@ class EnergyBudget:
             self.floor = float(ground) - reach  # lowest centre-of-mass height
             g_free = g * np.array([1.0, 1.0, 0.0])
         self.g = g
-        self._mg_z = float(self.mass * g[2])  # (the factor measure() applies to the height above the floor)
-        self._compiled = sim.backend == "numba"
         self.c_gravity = float(np.linalg.norm(g_free)) * np.sqrt(self.mass)
         self.round_off = 64 * float(np.finfo(sim.dtype).eps)
+        self._compiled = None
+        if sim.backend == "numba":  # terms and checks of a step's states in one compiled call (check_step)
+            from ..kernels.numba.step import GuardNumba
+
+            has_floor = self.floor is not None
+            constants = (has_floor, float(self.mass * g[2]), self.floor if has_floor else 0.0, self.c_gravity,
+                         self.safety, float(sim.dt), self.round_off)
+            self._compiled = GuardNumba(sim.body, sim.forces, sim.dt, self.actuated, self.gear, sim.dtype,
+                                        constants)
         B = sim.num_envs
         self.s = np.zeros(B)  # cumulative bound on √K [√J]
         self.K = np.zeros(B)  # energy of the last accepted state [J]
         self._pending = None
 
+    def terms(self, q=None, qd=None):
+        """:class:`EnergyTerms` of the states q (n, B, nq), qd (n, B, nv) (fields (n, B): a step's substeps,
+        ``StepInfo.substep_q`` / ``substep_qd``), or with q None of the Simulator's current state (fields (B,),
+        kept until the state changes, and then the last substep's of the step that led to it)."""
+        sim = self.sim
+        if q is not None:
+            t = energy_terms(self.model, q, qd)
+            self._current = (_state_key(sim.state), EnergyTerms(*(f[-1] for f in t)))
+            return t
+        key, t = self._current
+        now = _state_key(sim.state)
+        if len(key) != len(now) or not all(a is b for a, b in zip(key, now)):
+            t = energy_terms(self.model, sim.q, sim.qd, sim.kinematics() if self.model.backend == "numpy" else None)
+            self._current = (now, t)
+        return t
+
     def measure(self, com=None, terms=None):
         """(K, KE [J], c [√J/s]), each (B,) float64, of the Simulator's current state, or of the states whose
         EnergyTerms are ``terms`` (fields (B,), or (n, B) for n successive states: :meth:`Simulator.step` with substeps;
         the results then (n, B)). com (B, 3): the centre of mass [m]; None takes the one of the energy terms."""
-        t = self.sim.energy_terms() if terms is None else terms
+        t = self.terms() if terms is None else terms
         ke = t.kinetic if t.kinetic.dtype == np.float64 else t.kinetic.astype(np.float64)
         c = t.actuation.astype(np.float64, copy=False) + self.c_gravity
         K = ke + t.limits + t.contact  # (float64 + float32 widens exactly)
@@ -147,10 +261,7 @@ class EnergyBudget:
     def check_unguarded(self, com=None, terms=None):
         """:meth:`check` under the caller's floating-point error state: for a caller that already ignores the
         warnings NaN rows raise (the environments' step), without a second ``np.errstate`` per step."""
-        t = self.sim.energy_terms() if terms is None else terms
-        if self._compiled and com is None and t.kinetic.dtype == np.float64:
-            return self._check_compiled(t)
-        K, ke, c = self.measure(com, t)
+        K, ke, c = self.measure(com, terms)
         c = self.safety * c
         dt = self.sim.dt
         if K.ndim == 1:
@@ -169,15 +280,21 @@ class EnergyBudget:
         self._pending = (K, s)
         return ~ok, K
 
-    def _check_compiled(self, t):
-        """:meth:`check_unguarded` of the energy terms ``t`` (float64 NumPy, fields (B,) or (n, B)) in one compiled
-        call: the reference's expressions row by row, the same numbers bit for bit."""
-        B = self.K.shape[0]
-        exceeded, K, s = np.empty(B, dtype=bool), np.empty(B), np.empty(B)
-        _energy_check()(t.kinetic.reshape(-1, B), t.actuation.reshape(-1, B), t.limits.reshape(-1, B),
-                        t.contact.reshape(-1, B), t.com[..., 2].reshape(-1, B), self.floor is not None, self._mg_z,
-                        0.0 if self.floor is None else self.floor, self.c_gravity, self.safety, self.sim.dt,
-                        self.round_off, self.K, self.s, exceeded, K, s)
+    def check_step(self, q=None, qd=None, kin=None):
+        """After a step of n substeps: (exceeded (B,) bool, K (B,) [J]) of its n states q (n, B, nq), qd (n, B, nv)
+        (``Simulator.step``'s ``substep_q`` / ``substep_qd``, and ``substep_kin`` as ``kin`` where the backend
+        reports it; None: the one state the Simulator is in), as :meth:`check` of their energy terms, under the
+        caller's floating-point error state. On the numba backend the terms (from the step's own kinematics) and
+        the checks are one compiled call (kernels.numba.guard: the reference's expressions, the same numbers bit
+        for bit); the terms of the last state become :meth:`terms`' current ones."""
+        if self._compiled is None:
+            return self.check_unguarded(terms=None if q is None else self.terms(q, qd))
+        state = self.sim.state
+        if q is None:  # (the numba step leaves the new state's velocity and kinematics)
+            k = state.kin
+            q, qd, kin = state.q[None], state.velocity[None], (k.R[None], k.t[None], k.w[None], k.v[None])
+        exceeded, K, s, out = self._compiled(q, qd, kin, self.K, self.s)
+        self._current = (_state_key(state), _columns(out[-1]))
         self._pending = (K, s)
         return exceeded, K
 

@@ -52,7 +52,7 @@ def explicit_step(scheme):
         xp, B = xp_of(q), q.shape[0]
         zeros = xp.zeros(B, dtype=q.dtype)
         info = StepInfo(xp.zeros(B, dtype=xp.int64), zeros, xp.ones(B, dtype=bool))
-        return state._replace(q=q, qd=qd, kin=None, velocity=None, terms=None, time=state.time + model.dt), info
+        return state._replace(q=q, qd=qd, kin=None, velocity=None, time=state.time + model.dt), info
 
     step.__doc__ = f"{scheme}: " + (fn.__doc__ or "")
     return step

@@ -6,7 +6,8 @@ The fused GPU kernels: one CUDA thread per trajectory runs the CPU kernel's own 
 :func:`step_kernel` is ONE launch per step: thread r copies its row's inputs into its scratch, runs its own
 Levenberg-Marquardt to convergence (``kernels.numba.lm.step_row``: early exit per thread, no host decision inside
 the step) and writes q_{k+1} and what the environment reads of it. :func:`finish_kernel` fills those reads for a
-state that did not come out of a step (a reset, a restore), by the same compiled functions as the CPU's finish.
+state that did not come out of a step (a reset, a restore), by the same compiled functions as the CPU's finish;
+:func:`terms_kernel` computes the divergence guard's energy terms of given states (envs/divergence.py calls it).
 
 The kernel's helpers are numba ``register_jitable`` overloads of the generic target, so ``cuda.jit`` compiles the
 very same Python for the device; they allocate nothing (their work arrays come in a ``StepScratch``). Here each
@@ -29,7 +30,7 @@ from numba import cuda
 
 from ...model.body_arrays import BodyArrays
 from ..numba.configuration import difference
-from ..numba.constants import N_TERMS, StepConstants
+from ..numba.constants import StepConstants
 from ..numba.dynamics import energy_terms_row
 from ..numba.forward import forward_kinematics
 from ..numba.lm import step_row
@@ -49,10 +50,10 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
                 contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, cP,
-                cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
-                out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts,
-                ws, vs, Gs, fs, gs, xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D,
-                dx, dv, piv, qpred, s33, s3, s36, xv, ev, zv, qdr, trow):
+                cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP,
+                out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs,
+                xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred,
+                s33, s3, s36, xv, ev, zv):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
     the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last)."""
     r = cuda.grid(1)
@@ -70,11 +71,9 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                          Rp[..., r], tp[..., r], Rr[..., r], tr[..., r], A[..., r], bt[..., r], Wd[..., r], wtmp[...,
                          r], vtmp[..., r], Rj[..., r], R2[..., r], wr[..., r], K[..., r], Z[..., r], F[..., r], Xk[...,
                          r], H[..., r], Hd[..., r], Af[..., r], D[..., r], dx[..., r], dv[..., r], piv[..., r],
-                         qpred[..., r], s33[..., r], s3[..., r], s36[..., r], xv[..., r], ev[..., r], zv[..., r],
-                         qdr[..., r], trow[..., r])
-        step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
-                 out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc,
-                 False)
+                         qpred[..., r], s33[..., r], s3[..., r], s36[..., r], xv[..., r], ev[..., r], zv[..., r])
+        step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R,
+                 out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, False)
 
 
 @cuda.jit(**_OPTIONS)
@@ -84,11 +83,10 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                   drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
                   has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k,
-                  limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear,
-                  q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms, Rj, R2, K, Xk, H, Af, dv, piv, s33, s3, xv,
-                  ev, zv, qdr, trow):
-    """Row r of the CPU kernel's finish_batch: velocity (q ⊖ q_prev)/Δt (B, nv), kinematics of q and the energy
-    terms (B, N_TERMS), on the StepScratch fields it names (batch axis last)."""
+                  limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q,
+                  out_qd, out_R, out_t, out_w, out_v, Rj, R2, dv):
+    """Row r of the CPU kernel's finish_batch: velocity (q ⊖ q_prev)/Δt (B, nv) and kinematics of q, on the
+    StepScratch fields it names (batch axis last)."""
     r = cuda.grid(1)
     if r < q.shape[0]:
         m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -100,14 +98,36 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                            dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
                            mach_eps, mu0)
         dt = fo.dt
-        dvr, qdrr, trowr = dv[..., r], qdr[..., r], trow[..., r]
+        dvr = dv[..., r]
         difference(m, q_prev[r], q[r], dvr)
         for k in range(dvr.shape[0]):
-            qdrr[k] = dvr[k] / dt
-            out_qd[r, k] = qdrr[k]
+            out_qd[r, k] = dvr[k] / dt
         forward_kinematics(m, q[r], out_R[r], out_t[r], out_w[r], out_v[r], Rj[..., r], R2[..., r])
-        energy_terms_row(m, fo, act, gear, q[r], qdrr, out_R[r], out_t[r], out_w[r], out_v[r], K[..., r],
-                         Xk[..., r], H[..., r], Af[..., r], xv[..., r], ev[..., r], zv[..., r], piv[..., r],
-                         s33[..., r], s3[..., r], trowr)
-        for k in range(N_TERMS):
-            out_terms[r, k] = trowr[k]
+
+
+@cuda.jit(**_OPTIONS)
+def terms_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                 axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                 link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                 q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag,
+                 chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
+                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
+                 contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, R,
+                 t, w, v, out_terms, Rj, R2, K, Xk, H, Af, piv, s33, s3, xv, ev, zv):
+    """Row r of the CPU kernel's terms_batch: the divergence guard's energy terms (N, N_TERMS) of states q (N, nq),
+    qd (N, nv), the kinematics of q in R, t, w, v (work arrays, batch axis first), on the StepScratch fields it
+    names (batch axis last)."""
+    r = cuda.grid(1)
+    if r < q.shape[0]:
+        m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                       axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                       link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                       q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+        fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                           has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
+                           dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                           mach_eps, mu0)
+        forward_kinematics(m, q[r], R[r], t[r], w[r], v[r], Rj[..., r], R2[..., r])
+        energy_terms_row(m, fo, act, gear, q[r], qd[r], R[r], t[r], w[r], v[r], K[..., r], Xk[..., r], H[..., r],
+                         Af[..., r], xv[..., r], ev[..., r], zv[..., r], piv[..., r], s33[..., r], s3[..., r],
+                         out_terms[r])

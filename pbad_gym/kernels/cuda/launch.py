@@ -10,10 +10,10 @@ import numpy as np
 
 from ...energies import ForceModel, contact_state
 from ...kinematics import Kinematics, forward_kinematics
-from ..numba.codegen import FINISH_FIELDS
+from ..numba.codegen import FINISH_FIELDS, TERMS_FIELDS
 from ..numba.constants import ARRAY_FIELDS, N_TERMS
 from ..numba.scratch import BOOL, FLOAT, INT, scratch_shapes
-from ..numba.step import HESSIANS, KernelStep, _constants, _gauge_arrays, as_force_model, contact_fields
+from ..numba.step import HESSIANS, KernelStep, _constants, actuator_arrays, as_force_model, contact_fields
 from . import device
 
 # one trajectory per thread; 2 warps per block: at 255 registers per thread an SM holds 8 warps (4 such blocks),
@@ -113,9 +113,9 @@ def _empty_outputs(consts, dtype):
     if key not in consts[2]:
         m, dev = consts[0], _device()
         L, nv, n_s = m.mass.shape[0], m.dof_link.shape[0], m.contact_r.shape[0]
-        shapes = ((0, nv), (0, L, 3, 3), (0, L, 3), (0, nv, 3), (0, nv, 3), (0, N_TERMS), (0, n_s, 3), (0, n_s),
-                  (0, n_s), (0, n_s, 3), (0, n_s, 3))
-        consts[2][key] = tuple(dev.empty(s, np.bool_ if i == 7 else dtype) for i, s in enumerate(shapes))
+        shapes = ((0, nv), (0, L, 3, 3), (0, L, 3), (0, nv, 3), (0, nv, 3), (0, n_s, 3), (0, n_s), (0, n_s),
+                  (0, n_s, 3), (0, n_s, 3))
+        consts[2][key] = tuple(dev.empty(s, np.bool_ if i == 6 else dtype) for i, s in enumerate(shapes))
     return consts[2][key]
 
 
@@ -142,7 +142,7 @@ def _launch(kernel, B, args):
 
 
 def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None,
-                     finish=False, gauge=None):
+                     finish=False):
     """The fused GPU step: same arguments and :class:`~pbad_gym.kernels.numba.step.KernelStep` result as
     ``kernels.numba.step.kernel_step``, every array a CuPy array on the device (NumPy under the simulator):
     q_prev, q_cur (B, nq), tau (B, nv) in q_cur's dtype (float32 or float64). One kernel launch; nothing waits
@@ -182,45 +182,45 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
         c_in = (cP, cact, cnorm, cP)
     out_q, out_it = xp.empty((B, nq), dtype), xp.empty(B, np.int64)
     out_gn, out_conv = xp.empty(B, dtype), xp.empty(B, np.bool_)
-    act, gear = _gauge_on_device(consts, gauge, dtype)
     empty = _empty_outputs(consts, dtype)
     if finish:
         L = body.L
         outs = (xp.empty((B, nv), dtype), xp.empty((B, L, 3, 3), dtype), xp.empty((B, L, 3), dtype),
-                xp.empty((B, nv, 3), dtype), xp.empty((B, nv, 3), dtype), xp.empty((B, N_TERMS), dtype))
+                xp.empty((B, nv, 3), dtype), xp.empty((B, nv, 3), dtype))
         if has_contact:
             outs += (xp.empty((B, n_s, 3), dtype), xp.empty((B, n_s), np.bool_), xp.empty((B, n_s), dtype),
                      xp.empty((B, n_s, 3), dtype), xp.empty((B, n_s, 3), dtype))
-        out_args = tuple(dev.out(a) for a in outs[:6]) + (
-            tuple(dev.out(a) for a in outs[6:]) if has_contact else empty[6:])
+        out_args = tuple(dev.out(a) for a in outs[:5]) + (
+            tuple(dev.out(a) for a in outs[5:]) if has_contact else empty[5:])
     else:
         outs, out_args = (), empty
     work = scratch(consts, B, nq, dtype)
     args = (*_on_device(consts, dtype), dev.arg(q_prev), dev.arg(q_cur), dev.arg(tau), *c_in, dev.out(out_q),
-            dev.out(out_it), dev.out(out_gn), dev.out(out_conv), act, gear, int(finish), *out_args, *work.values())
+            dev.out(out_it), dev.out(out_gn), dev.out(out_conv), int(finish), *out_args, *work.values())
     _launch(step_kernel, B, args)
     if not finish:
         return KernelStep(out_q, out_it, out_gn, out_conv)
-    qd, R, t, w, v, terms = outs[:6]
-    return KernelStep(out_q, out_it, out_gn, out_conv, qd, Kinematics(R, t, w, v), terms,
-                      outs[6:10] if has_contact else None, outs[10] if has_contact else None)
+    qd, R, t, w, v = outs[:5]
+    return KernelStep(out_q, out_it, out_gn, out_conv, qd, Kinematics(R, t, w, v),
+                      outs[5:9] if has_contact else None, outs[9] if has_contact else None)
 
 
-def _gauge_on_device(consts, gauge, dtype):
-    """(actuated DOFs, gears) of an energy gauge as kernel arguments (cached per gauge object)."""
-    act, gear = _gauge_arrays(gauge, dtype)
-    key = ("cuda-gauge", id(act), id(gear), np.dtype(dtype).str)
+def _actuators_on_device(consts, actuated, gear, dtype):
+    """(actuated DOFs, gears in ``dtype``) as kernel arguments (copied to the device once per (actuated, gear)
+    pair)."""
+    key = ("cuda-actuators", id(actuated), id(gear), np.dtype(dtype).str)
     hit = consts[2].get(key)
-    if hit is None or hit[0] is not act or hit[1] is not gear:
+    if hit is None or hit[0] is not actuated or hit[1] is not gear:
         dev = _device()
-        hit = (act, gear, dev.arg(dev.xp.asarray(act)), dev.arg(dev.xp.asarray(gear)))
+        act, g = actuator_arrays(actuated, gear, dtype)
+        hit = (actuated, gear, dev.arg(dev.xp.asarray(act)), dev.arg(dev.xp.asarray(g)))
         consts[2][key] = hit
     return hit[2], hit[3]
 
 
-def finish_cuda(body, q_prev, q, dt, forces, *, gauge=None):
-    """(qd (B, nv), Kinematics of q, energy terms (B, N_TERMS)) of states (q_prev, q) (B, nq), device arrays,
-    by the same compiled functions as the step (``kernels.numba.step.finish_numba`` on the GPU)."""
+def finish_cuda(body, q_prev, q, dt, forces):
+    """(qd (B, nv), Kinematics of q) of states (q_prev, q) (B, nq), device arrays, by the same compiled functions
+    as the step (``kernels.numba.step.finish_numba`` on the GPU)."""
     from .kernel import finish_kernel
 
     dev = _device()
@@ -230,12 +230,36 @@ def finish_cuda(body, q_prev, q, dt, forces, *, gauge=None):
     q_prev = xp.ascontiguousarray(q_prev, dtype=dtype)
     B, L, nv = q.shape[0], body.L, body.nv
     consts = _constants(body, forces, float(dt), None, None, "exact", dtype)
-    act, gear = _gauge_on_device(consts, gauge, dtype)
-    qd, terms = xp.empty((B, nv), dtype), xp.empty((B, N_TERMS), dtype)
+    qd = xp.empty((B, nv), dtype)
     R, t = xp.empty((B, L, 3, 3), dtype), xp.empty((B, L, 3), dtype)
     w, v = xp.empty((B, nv, 3), dtype), xp.empty((B, nv, 3), dtype)
     work = scratch(consts, B, body.nq, dtype, FINISH_FIELDS)
-    args = (*_on_device(consts, dtype), act, gear, dev.arg(q_prev), dev.arg(q),
-            *(dev.out(a) for a in (qd, R, t, w, v, terms)), *(work[f] for f in FINISH_FIELDS))
+    args = (*_on_device(consts, dtype), dev.arg(q_prev), dev.arg(q), *(dev.out(a) for a in (qd, R, t, w, v)),
+            *(work[f] for f in FINISH_FIELDS))
     _launch(finish_kernel, B, args)
-    return qd, Kinematics(R, t, w, v), terms
+    return qd, Kinematics(R, t, w, v)
+
+
+def energy_terms_cuda(body, forces, dt, actuated, gear, q, qd):
+    """``kernels.numba.step.energy_terms_numba`` on the GPU: the divergence guard's energy terms (…, N_TERMS) of
+    states q (…, nq), qd (…, nv) (device arrays of the kernel's dtype, any leading axes), a device array; one
+    launch, one thread per state."""
+    from .kernel import terms_kernel
+
+    dev = _device()
+    xp = dev.xp
+    dtype = np.dtype(q.dtype)
+    lead = tuple(q.shape[:-1])
+    q2 = xp.ascontiguousarray(q).reshape(-1, body.nq)
+    qd2 = xp.ascontiguousarray(qd, dtype=dtype).reshape(-1, body.nv)
+    N, L, nv = q2.shape[0], body.L, body.nv
+    consts = _constants(body, forces, float(dt), None, None, "exact", dtype)
+    act, g = _actuators_on_device(consts, actuated, gear, dtype)
+    out = xp.empty((N, N_TERMS), dtype)
+    kin = (xp.empty((N, L, 3, 3), dtype), xp.empty((N, L, 3), dtype), xp.empty((N, nv, 3), dtype),
+           xp.empty((N, nv, 3), dtype))
+    work = scratch(consts, N, body.nq, dtype, TERMS_FIELDS)
+    args = (*_on_device(consts, dtype), act, g, dev.arg(q2), dev.arg(qd2), *(dev.arg(a) for a in kin), dev.out(out),
+            *(work[f] for f in TERMS_FIELDS))
+    _launch(terms_kernel, N, args)
+    return out.reshape(lead + (N_TERMS,))

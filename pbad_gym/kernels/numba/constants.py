@@ -15,7 +15,7 @@ import numpy as np
 from ...optim.lm import MU0
 
 FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
-# columns of the energy-terms output (B, N_TERMS) of the kernel's finish (integrators.state.EnergyTerms' fields):
+# columns of the divergence guard's energy terms (…, N_TERMS) (step.energy_terms_numba; envs.divergence.EnergyTerms):
 # kinetic energy [J], actuation coefficient [√J/s], limit energy [J], contact normal energy [J], centre of mass [m]
 T_KINETIC, T_ACTUATION, T_LIMITS, T_CONTACT, T_COM = 0, 1, 2, 3, 4
 N_TERMS = 7

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from ...energies import ContactMemory
-from ...integrators.state import EnergyTerms, StepInfo, check_substeps, with_contact_memory
-from .constants import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+from ...integrators.state import StepInfo, check_substeps, with_contact_memory
 from .step import finish_numba, forward_kinematics_numba, kernel_step
 
 # Compiled kinematics.forward_kinematics (same Kinematics to round-off). Its compiled entry is generated into
@@ -11,27 +10,20 @@ from .step import finish_numba, forward_kinematics_numba, kernel_step
 forward_kinematics = forward_kinematics_numba
 
 
-def terms_of(out):
-    """:class:`EnergyTerms` (views) of the kernel's terms output (B, N_TERMS), or (n, B, N_TERMS) for n steps."""
-    return EnergyTerms(out[..., T_KINETIC], out[..., T_ACTUATION], out[..., T_LIMITS], out[..., T_CONTACT],
-                       out[..., T_COM:T_COM + 3])
-
-
 def step(model, state, tau, options, substeps=1):
     """The order-2 PBAD step with penalty contact and LM, compiled (same numbers as ``integrators.pbad.step`` to
     round-off): ``substeps`` steps under the same tau in ONE kernel call (each row's state and contact memory
     carried from substep to substep inside the kernel; the same numbers as that many single calls), which also
-    leaves what the environment reads of the new state: its velocity, kinematics, energy terms (``model.gauge``'s
-    actuators) and, with contact, the new contact memory and the ground force the last step applied (what
-    ``integrators.state.advance`` computes in NumPy). StepInfo: iterations summed over the substeps, the last
-    gradient norm, converged on every one, and for n > 1 the EnergyTerms of every substep (fields with a leading
-    axis of n) as ``terms``."""
+    leaves what the environment reads of the new state: its velocity, kinematics and, with contact, the new contact
+    memory and the ground force the last step applied (what ``integrators.state.advance`` computes in NumPy).
+    StepInfo: iterations summed over the substeps, the last gradient norm, converged on every one, and for n > 1
+    every substep's configuration, velocity and kinematics (``substep_q`` (n, B, nq), ``substep_qd`` (n, B, nv),
+    ``substep_kin``)."""
     n = check_substeps(substeps)
     kin_prev = state.kin if n == 1 else None
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
-                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, gauge=model.gauge,
-                    substeps=n)
+                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, substeps=n)
     contact, force = state.contact, state.force
     if r.contact is not None:
         contact, force = ContactMemory(*r.contact), r.force
@@ -40,13 +32,15 @@ def step(model, state, tau, options, substeps=1):
     for _ in range(n):  # as n single steps add it
         time = time + model.dt
     new = state._replace(q=r.q, q_prev=r.q_prev, contact=contact, force=force, fresh=fresh, kin=r.kin,
-                         kin_prev=kin_prev, time=time, velocity=r.qd, terms=terms_of(r.terms))
-    return new, StepInfo(r.iterations, r.grad_norm, r.converged,
-                         terms=None if n == 1 or model.gauge is None else terms_of(r.substep_terms))
+                         kin_prev=kin_prev, time=time, velocity=r.qd)
+    if n == 1:
+        return new, StepInfo(r.iterations, r.grad_norm, r.converged)
+    return new, StepInfo(r.iterations, r.grad_norm, r.converged, substep_q=r.substep_q, substep_qd=r.substep_qd,
+                         substep_kin=r.substep_kin)
 
 
 def finish(model, state):
-    """``state`` with its velocity, kinematics and energy terms filled in by the kernel's compiled code (the
-    values a step leaves, for a state that did not come out of one: a reset, a restore)."""
-    qd, kin, terms = finish_numba(model.body, state.q_prev, state.q, model.dt, model.forces, gauge=model.gauge)
-    return state._replace(velocity=qd, kin=kin, terms=terms_of(terms))
+    """``state`` with its velocity and kinematics filled in by the kernel's compiled code (the values a step leaves,
+    for a state that did not come out of one: a reset, a restore)."""
+    qd, kin = finish_numba(model.body, state.q_prev, state.q, model.dt, model.forces)
+    return state._replace(velocity=qd, kin=kin)

@@ -1,12 +1,12 @@
 """Mass matrix and the divergence guard's energy terms of one row (dynamics.py crba;
-integrators/state.py energy_terms)."""
+envs/divergence.py energy_terms_reference)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .constants import N_TERMS, T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+from .constants import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
 from .jit import jitable
 from .joints import chart_quadratic
 from .linalg import solve_damped
@@ -43,7 +43,7 @@ def mass_matrix(m, R, t, w, v, K, Xk, M):
 
 @jitable
 def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zero, piv, s33, s3, out):
-    """The divergence guard's measure of one state (envs/divergence.py, integrators/state.py energy_terms) into
+    """The divergence guard's measure of one state (envs/divergence.py; its reference energy_terms_reference) into
     out (N_TERMS,): kinetic energy ½q̇ᵀMq̇ [J], the actuation coefficient c = √(Σ_ab gear_a gear_b |M⁻¹|_ab)
     over the DOFs ``act`` (n_act,) with ``gear`` (n_act,) [√J/s], joint energy (limits, springs) [J], contact
     normal energy [J]
@@ -142,9 +142,8 @@ def energy_terms_row(m, fo, act, gear, q, qd, R, t, w, v, K, Xk, M, A, x, e, zer
 
 
 @jitable
-def _finish_scratch(m, dtype):
-    """Scratch of :func:`energy_terms_row` beyond the step's: x, e, zero (nv,), velocity (nv,), terms row."""
+def terms_scratch(m, dtype):
+    """Scratch of :func:`energy_terms_row` beyond the mass matrix's: x, e, zero (nv,)."""
     nv = m.dof_link.shape[0]
-    return (np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype),
-            np.empty(N_TERMS, dtype))
+    return np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype)
 

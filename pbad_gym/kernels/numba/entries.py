@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import njit, prange
 
 from ...model.body_arrays import BodyArrays
-from .batch import finish_rows, kinematics_rows, step_rows
+from .batch import finish_rows, guard_rows, kinematics_rows, step_rows, terms_rows
 from .constants import StepConstants
 from .jit import jitable
 
@@ -47,7 +47,7 @@ def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axi
                spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature,
                has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d,
                contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV,
-               act, gear, want, out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, nchunks):
+               want, QD, out_R, out_t, out_w, out_v, out_force, nchunks):
     """IT.shape[0] steps of the batch in ``nchunks`` chunks of rows run by the thread pool in one parallel region
     (batch.step_rows: scratch once per chunk)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -60,8 +60,8 @@ def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axi
                        mach_eps, mu0)
     B = Q.shape[1]
     for k in prange(nchunks):
-        step_rows(copy_body(m), copy_constants(fo), Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want,
-                  out_qd, out_R, out_t, out_w, out_v, TERMS, out_force, k * B // nchunks, (k + 1) * B // nchunks)
+        step_rows(copy_body(m), copy_constants(fo), Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_R, out_t,
+                  out_w, out_v, out_force, k * B // nchunks, (k + 1) * B // nchunks)
 
 
 @njit(cache=True, nogil=True)
@@ -72,8 +72,7 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                       drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol,
                       limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0,
-                      Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
-                      TERMS, out_force):
+                      Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -83,8 +82,8 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
                        tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
                        mach_eps, mu0)
-    step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, want, out_qd, out_R, out_t, out_w, out_v,
-              TERMS, out_force, 0, Q.shape[1])
+    step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force, 0,
+              Q.shape[1])
 
 
 @njit(cache=True, nogil=True)
@@ -108,8 +107,8 @@ def finish_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                  q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag,
                  chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                  has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
-                 contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q_prev, q,
-                 out_qd, out_R, out_t, out_w, out_v, out_terms):
+                 contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q, out_qd,
+                 out_R, out_t, out_w, out_v):
     """batch.finish_rows."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -119,4 +118,100 @@ def finish_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
                        tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
                        mach_eps, mu0)
-    finish_rows(m, fo, act, gear, q_prev, q, out_qd, out_R, out_t, out_w, out_v, out_terms)
+    finish_rows(m, fo, q_prev, q, out_qd, out_R, out_t, out_w, out_v)
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def terms_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start,
+                v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
+                spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
+                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
+                contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd,
+                out_terms, nchunks):
+    """The divergence guard's energy terms of the states q, qd in ``nchunks`` chunks of rows run by the thread pool
+    (batch.terms_rows, as :func:`step_batch`)."""
+    m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
+    N = q.shape[0]
+    for k in prange(nchunks):
+        terms_rows(copy_body(m), copy_constants(fo), act, gear, q, qd, out_terms, k * N // nchunks, (k + 1) * N //
+                   nchunks)
+
+
+@njit(cache=True, nogil=True)
+def terms_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                       axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                       link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                       q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
+                       drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
+                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol,
+                       limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps,
+                       mu0, act, gear, q, qd, out_terms):
+    """:func:`terms_batch` on the calling thread."""
+    m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
+    terms_rows(m, fo, act, gear, q, qd, out_terms, 0, q.shape[0])
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def guard_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start,
+                v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
+                spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
+                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
+                contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, R, t,
+                w, v, out_terms, has_floor, mg_z, floor, c_gravity, safety, guard_dt, round_off, K_last, s_last,
+                exceeded, K_out, s_out, nchunks):
+    """The divergence guard after a step: the energy terms of its n states q (n, B, nq), qd (n, B, nv) and their
+    checks, in ``nchunks`` chunks of rows run by the thread pool (batch.guard_rows)."""
+    m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
+    B = q.shape[1]
+    for k in prange(nchunks):
+        guard_rows(copy_body(m), copy_constants(fo), act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor,
+                   c_gravity, safety, guard_dt, round_off, K_last, s_last, exceeded, K_out, s_out, k * B // nchunks, (k
+                   + 1) * B // nchunks)
+
+
+@njit(cache=True, nogil=True)
+def guard_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                       axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                       link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                       q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
+                       drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
+                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol,
+                       limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps,
+                       mu0, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor, c_gravity, safety,
+                       guard_dt, round_off, K_last, s_last, exceeded, K_out, s_out):
+    """:func:`guard_batch` on the calling thread."""
+    m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
+    guard_rows(m, fo, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor, c_gravity, safety, guard_dt,
+               round_off, K_last, s_last, exceeded, K_out, s_out, 0, q.shape[1])

@@ -1,37 +1,47 @@
 """The divergence guard's per-step arithmetic (:meth:`pbad_gym.envs.divergence.EnergyBudget.check`), compiled.
 
-The NumPy reference spends about 25 calls on (B,) arrays per env step, a step-rate cost at small batches (≈ 12 µs
-of a Swimmer step at 1 env). This is the same float64 expressions, evaluated in the same order row by row, so
-its results are the reference's bit for bit (IEEE operations, no fast-math, no contraction into FMA); the
-reference stays the definition (and the path for float32, devices and explicit centres of mass).
+The NumPy reference spends about 25 calls on (B,) arrays per env step, a step-rate cost at small batches. This is
+the same float64 expressions, evaluated in the same order row by row, so its results are the reference's bit for
+bit (IEEE operations, no fast-math, no contraction into FMA; the terms widened to float64 where the reference
+widens them, the centre of mass's height above the floor taken in the terms' dtype as NumPy does); the reference
+stays the definition (and the path of the other backends). batch.guard_rows runs it right after the energy terms
+of the same rows, in the same compiled call.
 """
 from __future__ import annotations
 
 import math
 
-from numba import njit
+import numpy as np
+
+from .constants import T_ACTUATION, T_COM, T_CONTACT, T_KINETIC, T_LIMITS
+from .jit import jitable
 
 SQRT2 = math.sqrt(2.0)
 
 
-@njit(cache=True, nogil=True)
-def energy_check(kinetic, actuation, limits, contact, com_z, has_floor, mg_z, floor, c_gravity, safety, dt,
-                 round_off, K_last, s_last, exceeded, K_out, s_out):
-    """The checks of n successive states of B trajectories against their budgets (K_last, s_last) (B,).
+@jitable
+def check_rows(terms, has_floor, mg_z, floor, c_gravity, safety, dt, round_off, K_last, s_last, exceeded, K_out,
+               s_out, r0, r1):
+    """The checks of rows r0 … r1−1 of n successive states of B trajectories against their budgets (K_last, s_last)
+    (B,) float64.
 
-    kinetic, actuation, limits, contact, com_z: (n, B) float64, the states' energy terms. has_floor, mg_z
-    (m·g_z) and floor: the gravity term of the energy (see the reference). Writes exceeded (B,) bool (on any of
-    the n states; NaN counts as exceeded), K_out and s_out (B,): the last state's energy and cumulative bound."""
-    n, B = kinetic.shape
-    for b in range(B):
+    terms: (n, B, N_TERMS) the states' energy terms (constants.T_*), float64 or float32. has_floor, mg_z (m·g_z
+    [N]), floor [m], c_gravity [√J/s], safety, dt [s] and round_off: the budget's constants (EnergyBudget).
+    Writes exceeded (B,) bool (on any of the n states; NaN counts as exceeded), K_out [J] and s_out [√J] (B,):
+    the last state's energy and cumulative bound."""
+    n = terms.shape[0]
+    fz = np.empty(1, terms.dtype)
+    fz[0] = floor  # (NumPy subtracts a Python float from the terms' height in their own dtype)
+    for b in range(r0, r1):
         K_before, s, ok = K_last[b], s_last[b], True
         K = K_before
         for k in range(n):
-            ke = kinetic[k, b]
-            c = safety * (actuation[k, b] + c_gravity)
-            K = ke + limits[k, b] + contact[k, b]
+            row = terms[k, b]
+            ke = np.float64(row[T_KINETIC])  # (np.float64, not float(): numba's float() keeps a float32 a float32)
+            c = safety * (np.float64(row[T_ACTUATION]) + c_gravity)
+            K = ke + np.float64(row[T_LIMITS]) + np.float64(row[T_CONTACT])
             if has_floor:
-                K -= mg_z * (com_z[k, b] - floor)
+                K -= mg_z * np.float64(row[T_COM + 2] - fz[0])
             s = s + SQRT2 * c * dt
             slack = round_off * (abs(K) + abs(K_before))
             ke_pos = ke if (ke >= 0.0 or ke != ke) else 0.0  # np.maximum(ke, 0.0): NaN propagates

@@ -7,9 +7,7 @@ import math
 
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
-from .constants import N_TERMS
 from .contact import cone_refresh, contact_update
-from .dynamics import energy_terms_row
 from .forward import forward_kinematics
 from .hessian import hessian
 from .jit import jitable
@@ -18,9 +16,8 @@ from .terms import _energy_grad
 
 
 @jitable
-def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, act, gear, want,
-             out_qd, out_R, out_t, out_w, out_v, out_terms, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc,
-             known):
+def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd,
+             out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known):
     """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
     (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row).
     Returns the LM slot of the result (sc.Rs[slot], sc.ts[slot]: its poses). ``known``: sc.Rp, sc.tp and sc.Rr,
@@ -28,8 +25,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
 
     With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
     no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
-    out_v: the LM's own evaluation at its accepted point), the divergence guard's energy terms (out_terms, see
-    :func:`energy_terms_row`; DOFs ``act`` with ``gear``) and, with contact, the new contact memory (out_cP,
+    out_v: the LM's own evaluation at its accepted point) and, with contact, the new contact memory (out_cP,
     out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With want == 0 these
     outputs are not touched (they may be empty)."""
     qp, qc, ta, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.cPr, sc.canr, sc.car, sc.cnr
@@ -37,7 +33,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     Rp, tp, Rr, tr, A, bt, Wd = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd
     wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk = sc.wtmp, sc.vtmp, sc.Rj, sc.R2, sc.wr, sc.K, sc.Z, sc.F, sc.Xk
     H, Af, D, dx, dv, piv, qpred = sc.H, sc.Af, sc.D, sc.dx, sc.dv, sc.piv, sc.qpred
-    s33, s3, s36, xv, ev, zv, qdr, trow = sc.s33, sc.s3, sc.s36, sc.xv, sc.ev, sc.zv, sc.qdr, sc.trow
+    s33, s3, s36 = sc.s33, sc.s3, sc.s36
     n_s = cP.shape[1]
     L, nv, nq = m.mass.shape[0], m.dof_link.shape[0], q_cur.shape[1]
     tol, eps, mu0 = fo.tol, fo.mach_eps, fo.mu0
@@ -135,8 +131,7 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
     if want != 0:
         difference(m, qc, xs[cu], dv)
         for k in range(nv):
-            qdr[k] = dv[k] / dt
-            out_qd[r, k] = qdr[k]
+            out_qd[r, k] = dv[k] / dt
         Rc_, tc_, wc_, vc_ = Rs[cu], ts[cu], ws[cu], vs[cu]
         for i in range(L):
             for a in range(3):
@@ -147,10 +142,6 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
             for a in range(3):
                 out_w[r, k, a] = wc_[k, a]
                 out_v[r, k, a] = vc_[k, a]
-        energy_terms_row(m, fo, act, gear, xs[cu], qdr, Rc_, tc_, wc_, vc_, K, Xk, H, Af, xv, ev, zv, piv, s33,
-                         s3, trow)
-        for k in range(N_TERMS):
-            out_terms[r, k] = trow[k]
         if fo.has_contact:
             contact_update(m, fo, Rc_, tc_, cPr, car, cnr, canr, r, out_cP, out_cact, out_cnorm, out_canc,
                            out_force, s3[3], s33[3], s3[4])

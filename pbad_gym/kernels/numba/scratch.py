@@ -13,8 +13,6 @@ from typing import NamedTuple
 import numpy as np
 from numba.extending import register_jitable
 
-from .constants import N_TERMS
-
 # element kinds of the fields: the engine's float dtype, int64 (pivots), bool (contact flags)
 FLOAT, INT, BOOL = "float", "int64", "bool"
 
@@ -25,8 +23,8 @@ class StepScratch(NamedTuple):
     trial point): Rs (2, L, 3, 3), ts (2, L, 3), ws, vs (2, nv, 3), Gs (2, L, 3, 3), fs (2, L, 3), gs (2, nv),
     xs (2, nq). Step data: Rp, Rr, A, Wd (L, 3, 3), tp, tr, bt (L, 3), qpred (nq,). Kinematics and Hessian work:
     wtmp, vtmp (nv, 3), Rj, R2, Z (L, 3, 3), F (L, 3), wr (L, 6), K (L, 6, 6), Xk (nv, 6), H, Hd, Af (nv, nv),
-    D, dx, dv (nv,), piv (nv,) int64, s33 (8, 3, 3), s3 (8, 3), s36 (2, 3, 6). Finish: xv, ev, zv, qdr (nv,),
-    trow (N_TERMS,)."""
+    D, dx, dv (nv,), piv (nv,) int64, s33 (8, 3, 3), s3 (8, 3), s36 (2, 3, 6). The divergence guard's energy
+    terms (the GPU's terms kernel, dynamics.energy_terms_row): xv, ev, zv (nv,)."""
 
     qp: np.ndarray
     qc: np.ndarray
@@ -73,8 +71,6 @@ class StepScratch(NamedTuple):
     xv: np.ndarray
     ev: np.ndarray
     zv: np.ndarray
-    qdr: np.ndarray
-    trow: np.ndarray
 
 
 def scratch_shapes(L, nv, nq, n_s):
@@ -87,7 +83,7 @@ def scratch_shapes(L, nv, nq, n_s):
             "vtmp": f(nv, 3), "Rj": f(L, 3, 3), "R2": f(L, 3, 3), "wr": f(L, 6), "K": f(L, 6, 6), "Z": f(L, 3, 3),
             "F": f(L, 3), "Xk": f(nv, 6), "H": f(nv, nv), "Hd": f(nv, nv), "Af": f(nv, nv), "D": f(nv),
             "dx": f(nv), "dv": f(nv), "piv": ((nv,), INT), "qpred": f(nq), "s33": f(8, 3, 3), "s3": f(8, 3),
-            "s36": f(2, 3, 6), "xv": f(nv), "ev": f(nv), "zv": f(nv), "qdr": f(nv), "trow": f(N_TERMS)}
+            "s36": f(2, 3, 6), "xv": f(nv), "ev": f(nv), "zv": f(nv)}
 
 
 def scratch_bytes(L, nv, nq, n_s, itemsize):
@@ -112,4 +108,4 @@ def alloc_scratch(L, nv, nq, n_s, dtype):
         np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty(nv, dtype),
         np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, np.int64), np.empty(nq, dtype),
         np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype), np.empty(nv, dtype),
-        np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype), np.empty(N_TERMS, dtype))
+        np.empty(nv, dtype), np.empty(nv, dtype))

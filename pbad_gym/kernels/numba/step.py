@@ -15,7 +15,6 @@ from .constants import N_TERMS, step_constants
 HESSIANS = ("exact", "gauss_newton")
 SERIAL_BELOW = 4  # batches smaller than this run on the calling thread (no thread-pool launch)
 _FORCES: dict = {}
-_NO_GAUGE: dict = {}
 
 
 def supports(body, forces=None, *, integrator="pbad", order=2, optimizer="lm", contact_model="penalty",
@@ -94,11 +93,11 @@ def _arr(a, dtype, shape=None):
 class KernelStep(NamedTuple):
     """One compiled call's results, each batched (B first), NumPy in the kernel's dtype: q (B, nq), iterations
     (B,) int64 (summed over the substeps), grad_norm (B,) (the last substep's), converged (B,) bool (on every
-    substep); with ``finish``: qd (B, nv) = (q ⊖ q_prev)/Δt, kin (the Kinematics of q), terms (B, N_TERMS)
-    (model.T_* columns: the divergence guard's energy terms), with contact the new ContactMemory fields (P, active,
-    normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last substep applied as ``force`` (else
-    None), q_prev (B, nq): the configuration before the last substep (q_cur for one step), and substep_terms
-    (n, B, N_TERMS): every substep's energy terms (terms is the last)."""
+    substep); with ``finish``: qd (B, nv) = (q ⊖ q_prev)/Δt, kin (the Kinematics of q), with contact the new
+    ContactMemory fields (P, active, normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last
+    substep applied as ``force`` (else None), q_prev (B, nq): the configuration before the last substep (q_cur for
+    one step), and of the n substeps' states substep_q (n, B, nq), substep_qd (n, B, nv) and substep_kin (their
+    Kinematics, leading axis n) (q, qd and kin the last)."""
 
     q: np.ndarray
     iterations: np.ndarray
@@ -106,47 +105,42 @@ class KernelStep(NamedTuple):
     converged: np.ndarray
     qd: np.ndarray = None
     kin: Kinematics = None
-    terms: np.ndarray = None
     contact: tuple = None
     force: np.ndarray = None
     q_prev: np.ndarray = None
-    substep_terms: np.ndarray = None
+    substep_q: np.ndarray = None
+    substep_qd: np.ndarray = None
+    substep_kin: Kinematics = None
 
 
 def _empty_outputs(consts, dtype):
     """Zero-row stand-ins for the finish outputs of one step (same dtypes and ranks as the real ones, so that both
-    calls hit one compiled specialisation; the kernel does not touch them when ``want`` is 0): qd, R, t, w, v,
-    TERMS (1, 0, N_TERMS), force."""
+    calls hit one compiled specialisation; the kernel does not touch them when ``want`` is 0): QD (1, 0, nv), R, t,
+    w, v (1, 0, …), force."""
     key = ("empty", np.dtype(dtype).str)
     if key not in consts[2]:
         m = consts[0]
         L, nv, S = m.mass.shape[0], m.dof_link.shape[0], m.contact_r.shape[0]
-        consts[2][key] = (np.zeros((0, nv), dtype), np.zeros((0, L, 3, 3), dtype), np.zeros((0, L, 3), dtype),
-                          np.zeros((0, nv, 3), dtype), np.zeros((0, nv, 3), dtype), np.zeros((1, 0, N_TERMS), dtype),
-                          np.zeros((0, S, 3), dtype))
+        consts[2][key] = (np.zeros((1, 0, nv), dtype), np.zeros((1, 0, L, 3, 3), dtype), np.zeros((1, 0, L, 3), dtype),
+                          np.zeros((1, 0, nv, 3), dtype), np.zeros((1, 0, nv, 3), dtype), np.zeros((0, S, 3), dtype))
     return consts[2][key]
 
 
-def _gauge_arrays(gauge, dtype):
-    """(actuated DOFs (n,) int64, gear (n,) in the kernel's dtype) of an energy gauge (an object with fields
-    ``actuated`` and ``gear``, e.g. integrators.state.EnergyGauge); None measures no actuators (c = 0)."""
-    if gauge is None:
-        key = np.dtype(dtype).str
-        if key not in _NO_GAUGE:
-            _NO_GAUGE[key] = (np.zeros(0, np.int64), np.zeros(0, dtype))
-        return _NO_GAUGE[key]
-    gear = gauge.gear
-    return gauge.actuated, (gear if gear.dtype == dtype else gear.astype(dtype))
+def actuator_arrays(actuated, gear, dtype):
+    """(actuated DOFs (n,) int64, gear (n,) [N m or N] in the kernel's ``dtype``), C-contiguous, as the energy
+    terms' kernels take them (the gears rounded to the kernel's dtype, as its arithmetic is)."""
+    act = np.ascontiguousarray(actuated, dtype=np.int64).reshape(-1)
+    return act, np.ascontiguousarray(np.broadcast_to(np.asarray(gear, dtype=np.float64), act.shape), dtype=dtype)
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                gauge=None, substeps=1):
+                substeps=1):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
-    the environment reads of the new state, from the same call (velocity, kinematics, the guard's energy terms
-    for the DOFs and gears of ``gauge`` — an integrators.state.EnergyGauge or None —, new contact memory and
+    the environment reads of the new state, from the same call (velocity, kinematics, new contact memory and
     force), and then ``substeps`` steps under the same tau in that one call (each row's state and contact memory
-    carried from substep to substep inside the kernel; the same numbers as that many single calls). Inputs that
-    are already C-contiguous arrays of the kernel's dtype and shape are passed as they are."""
+    carried from substep to substep inside the kernel; the same numbers as that many single calls), every
+    substep's configuration and velocity kept. Inputs that are already C-contiguous arrays of the kernel's dtype
+    and shape are passed as they are."""
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     if not isinstance(forces, ForceModel):
@@ -163,8 +157,8 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     m, fo, empty = consts
     n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
-    # rotating buffers (batch.step_rows): the state in Q, the contact memory in two slots
-    Q = np.empty((3, B, nq), dtype)
+    # batch.step_rows: the states in Q (q_prev, q, then every substep's), the contact memory in two rotating slots
+    Q = np.empty((n + 2, B, nq), dtype)
     Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
     if has_contact:
         CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
@@ -177,46 +171,45 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     else:
         CP, CACT, CNORM, CANC = _no_contact(empty, B, dtype)
     IT, GN, CONV = np.empty((n, B), np.int64), np.empty((n, B), dtype), np.empty((n, B), np.bool_)
-    act, gear = _gauge_arrays(gauge, dtype)
     if finish:
         L = body.L
-        outs = (np.empty((B, nv), dtype), np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype),
-                np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype), np.empty((n, B, N_TERMS), dtype),
-                np.empty((B, n_s, 3), dtype))
+        outs = (np.empty((n, B, nv), dtype), np.empty((n, B, L, 3, 3), dtype), np.empty((n, B, L, 3), dtype),
+                np.empty((n, B, nv, 3), dtype), np.empty((n, B, nv, 3), dtype), np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
     torch_threads = threads.torch_threads()  # before numba's pool starts or launches (both set OpenMP's count)
     parallel, key = _launch(consts, B, n, finish)
     t0 = time.perf_counter()
     if not parallel:
-        entries.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs)
+        entries.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs)
     else:
-        entries.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, act, gear, int(finish), *outs,
-                        min(B, threads.num_threads()))
+        entries.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs,
+                           min(B, threads.num_threads()))
     threads.restore_torch_threads(torch_threads)
     if key is not None:
         threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
-    q, its = Q[(n + 1) % 3], (IT[0] if n == 1 else IT.sum(0))
+    q, its = Q[n + 1], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
     if not finish:
         return KernelStep(q, its, GN[n - 1], conv)
-    qd, R, t, w, v, terms, force = outs
+    QD, R, t, w, v, force = outs
     c = n % 2
-    return KernelStep(q, its, GN[n - 1], conv, qd, Kinematics(R, t, w, v), terms[n - 1],
+    return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[n - 1], t[n - 1], w[n - 1], v[n - 1]),
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
-                      Q[n % 3], terms)
+                      Q[n], Q[2:], QD, Kinematics(R, t, w, v))
 
 
-def _launch(consts, B, n, finish):
+def _launch(consts, B, n, kind):
     """(parallel?, the LaunchChooser key or None) of a call on B rows with n substeps: serial below SERIAL_BELOW
     rows, on one thread or in a forked child of an OpenMP parent; else by the launch policy ("auto": whichever
-    this process measured faster for this model, batch and substep count; threads.set_launch_policy)."""
+    this process measured faster for this model, batch, substep count and ``kind`` of call — a step with or
+    without finish, the energy terms, the guard; threads.set_launch_policy)."""
     if B < SERIAL_BELOW or threads.num_threads() == 1 or not threads.parallel_allowed():
         return False, None
     policy = threads.launch_policy()
     if policy != "auto":
         return policy == "parallel", None
-    key = (id(consts), B, n, bool(finish))
+    key = (id(consts), B, n, kind)
     return threads.CHOOSER.choose(key), key
 
 
@@ -234,20 +227,106 @@ def pbad_step_numba(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hess
     return r.q, r.iterations, r.grad_norm, r.converged
 
 
-def finish_numba(body, q_prev, q, dt, forces, *, gauge=None):
-    """(qd (B, nv), Kinematics of q, energy terms (B, N_TERMS)) of states (q_prev, q) (B, nq) by the kernel's
-    compiled code — the values a step with ``finish`` leaves, for a state that did not come out of a step."""
+def finish_numba(body, q_prev, q, dt, forces):
+    """(qd (B, nv), Kinematics of q) of states (q_prev, q) (B, nq) by the kernel's compiled code — the values a
+    step with ``finish`` leaves, for a state that did not come out of a step."""
     q = np.ascontiguousarray(q)
     dtype, B = q.dtype, q.shape[0]
     q_prev = _arr(q_prev, dtype, q.shape)
     m, fo, _ = _constants(body, forces, float(dt), None, None, "exact", dtype)
-    act, gear = _gauge_arrays(gauge, dtype)
     L, nv = body.L, body.nv
-    qd, terms = np.empty((B, nv), dtype), np.empty((B, N_TERMS), dtype)
+    qd = np.empty((B, nv), dtype)
     R, t = np.empty((B, L, 3, 3), dtype), np.empty((B, L, 3), dtype)
     w, v = np.empty((B, nv, 3), dtype), np.empty((B, nv, 3), dtype)
-    entries.finish_batch(*m, *fo, act, gear, q_prev, q, qd, R, t, w, v, terms)
-    return qd, Kinematics(R, t, w, v), terms
+    entries.finish_batch(*m, *fo, q_prev, q, qd, R, t, w, v)
+    return qd, Kinematics(R, t, w, v)
+
+
+def energy_terms_numba(body, forces, dt, actuated, gear, q, qd):
+    """The divergence guard's energy terms (…, N_TERMS) (the constants.T_* columns: kinetic energy [J], the
+    actuators' power coefficient [√J/s], limit and contact energies [J], centre of mass (3,) [m]) of states with
+    configurations q (…, nq) and velocities qd (…, nv) (any leading axes, NumPy of the kernel's dtype), for the
+    actuators on DOFs ``actuated`` (n,) with gears ``gear`` (n,) [N m or N]: the kernel's compiled arithmetic
+    (dynamics.energy_terms_row, as the step used to compute them), in q's dtype."""
+    dtype = q.dtype
+    lead = q.shape[:-1]
+    q2 = _arr(q, dtype).reshape(-1, body.nq)
+    qd2 = _arr(qd, dtype).reshape(-1, body.nv)
+    if qd2.shape[0] != q2.shape[0]:
+        raise ValueError(f"q {q.shape} and qd {qd.shape} must hold the same states")
+    consts = _constants(body, forces, float(dt), None, None, "exact", dtype)
+    m, fo, cache = consts
+    key = ("actuators", id(actuated), id(gear), np.dtype(dtype).str)
+    hit = cache.get(key)
+    if hit is None or hit[0] is not actuated or hit[1] is not gear:  # converted once per (actuated, gear) pair
+        hit = cache[key] = (actuated, gear, actuator_arrays(actuated, gear, dtype))
+    act, g = hit[2]
+    N = q2.shape[0]
+    out = np.empty((N, N_TERMS), dtype)
+    torch_threads = threads.torch_threads()
+    parallel, key = _launch(consts, N, 0, "terms")
+    t0 = time.perf_counter()
+    if parallel:
+        entries.terms_batch(*m, *fo, act, g, q2, qd2, out, min(N, threads.num_threads()))
+    else:
+        entries.terms_batch_serial(*m, *fo, act, g, q2, qd2, out)
+    threads.restore_torch_threads(torch_threads)
+    if key is not None:
+        threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
+    return out.reshape(lead + (N_TERMS,))
+
+
+class GuardNumba:
+    """The divergence guard's compiled check after a step (batch.guard_rows: the energy terms of the step's states
+    and their checks in ONE call), bound to one simulation: ``GuardNumba(body, forces, dt, actuated, gear, dtype,
+    budget)(q, qd, kin, K_last, s_last) -> (exceeded (B,) bool, K (B,) [J], s (B,) [√J], terms (n, B, N_TERMS))``
+    for the n states q (n, B, nq), qd (n, B, nv) with their Kinematics ``kin`` (fields with leading axes (n, B);
+    the step's own), NumPy of ``dtype``, after budgets K_last, s_last (B,) float64.
+
+    actuated (n_act,) DOFs with gears ``gear`` [N m or N]; budget: the budget's constants (has_floor, mg_z [N],
+    floor [m], c_gravity [√J/s], safety, dt [s], round_off) as :func:`.guard.check_rows` takes them. What is bound
+    (the model's fields, the actuators) is converted once, so a call is one dispatch; a pickled copy binds anew."""
+
+    def __init__(self, body, forces, dt, actuated, gear, dtype, budget):
+        self._spec = (body, forces, dt, actuated, gear, dtype, budget)
+        self._bind()
+
+    def _bind(self):
+        body, forces, dt, actuated, gear, dtype, budget = self._spec
+        self._consts = _constants(body, forces, float(dt), None, None, "exact", dtype)
+        m, fo, _ = self._consts
+        self._bound = (*m, *fo, *actuator_arrays(actuated, gear, dtype))
+        # (Python floats and bools: NumPy scalars dispatch slower)
+        self._budget = tuple(b if isinstance(b, bool) else float(b) for b in budget)
+        self._dtype = dtype
+
+    def __getstate__(self):
+        return self._spec
+
+    def __setstate__(self, spec):
+        self._spec = spec
+        self._bind()
+
+    def __call__(self, q, qd, kin, K_last, s_last):
+        q, qd = np.ascontiguousarray(q), np.ascontiguousarray(qd)  # (the step's own arrays already are)
+        R, t, w, v = kin
+        R, t, w, v = np.ascontiguousarray(R), np.ascontiguousarray(t), np.ascontiguousarray(w), np.ascontiguousarray(v)
+        n, B = q.shape[0], q.shape[1]
+        out = np.empty((n, B, N_TERMS), self._dtype)
+        exceeded, K, s = np.empty(B, np.bool_), np.empty(B), np.empty(B)
+        torch_threads = threads.torch_threads()  # (as kernel_step: before the pool starts or launches)
+        parallel, key = _launch(self._consts, B, n, "guard")
+        t0 = time.perf_counter()
+        if not parallel:
+            entries.guard_batch_serial(*self._bound, q, qd, R, t, w, v, out, *self._budget, K_last, s_last, exceeded,
+                                       K, s)
+        else:
+            entries.guard_batch(*self._bound, q, qd, R, t, w, v, out, *self._budget, K_last, s_last, exceeded, K, s,
+                                min(B, threads.num_threads()))
+            threads.restore_torch_threads(torch_threads)
+        if key is not None:
+            threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
+        return exceeded, K, s, out
 
 
 def forward_kinematics_numba(body, q):
