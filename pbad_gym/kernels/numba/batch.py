@@ -85,7 +85,7 @@ def terms_rows(m, fo, act, gear, q, qd, out_terms, r0, r1):
     each q computed here; DOFs ``act`` with gears ``gear``), on one scratch set: the same compiled arithmetic
     whichever chunk of rows, thread or entry computes a row."""
     act, gear = act.copy(), gear.copy()  # (each chunk its own, as step_rows)
-    _terms_rows(m, fo, act, gear, q, qd, out_terms, r0, r1, *_terms_work(m, q.dtype))
+    _terms_rows(m, fo, act, gear, q, qd, out_terms, r0, r1, *_kinematics_work(m, q.dtype), *_terms_work(m, q.dtype))
 
 
 @jitable
@@ -97,8 +97,7 @@ def guard_rows(m, fo, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, 
     terms against the budgets (K_last, s_last) (B,) (has_floor … round_off: the budget's constants, guard_dt its
     Δt [s] in float64), writing exceeded, K_out, s_out (B,)."""
     act, gear = act.copy(), gear.copy()
-    _, _, _, _, _, _, K, Xk, M, A, piv, s33, s3, xv, ev, zv = _terms_work(m, q.dtype)
-    _guard_terms(m, fo, act, gear, q, qd, R, t, w, v, out_terms, r0, r1, K, Xk, M, A, piv, s33, s3, xv, ev, zv)
+    _guard_terms(m, fo, act, gear, q, qd, R, t, w, v, out_terms, r0, r1, *_terms_work(m, q.dtype))
     check_rows(out_terms, has_floor, mg_z, floor, c_gravity, safety, guard_dt, round_off, K_last, s_last, exceeded,
                K_out, s_out, r0, r1)
 
@@ -113,18 +112,26 @@ def _guard_terms(m, fo, act, gear, q, qd, R, t, w, v, out_terms, r0, r1, K, Xk, 
 
 
 @jitable
-def _terms_work(m, dtype):
-    """The work arrays of :func:`_terms_rows` (one set per chunk of rows)."""
+def _kinematics_work(m, dtype):
+    """Forward kinematics' work arrays and outputs for one state: Rj, R2, R, t, w, v (one set per chunk of rows)."""
     L, nv = m.mass.shape[0], m.dof_link.shape[0]
     Rj, R2 = np.empty((L, 3, 3), dtype), np.empty((L, 3, 3), dtype)
     R, t = np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype)
     w, v = np.empty((nv, 3), dtype), np.empty((nv, 3), dtype)
+    return Rj, R2, R, t, w, v
+
+
+@jitable
+def _terms_work(m, dtype):
+    """:func:`~.dynamics.energy_terms_row`'s work arrays: K, Xk, M, A, piv, s33, s3, xv, ev, zv (one set per chunk
+    of rows)."""
+    L, nv = m.mass.shape[0], m.dof_link.shape[0]
     K, Xk = np.empty((L, 6, 6), dtype), np.empty((nv, 6), dtype)
     M, A = np.empty((nv, nv), dtype), np.empty((nv, nv), dtype)
     piv = np.empty(nv, np.int64)
     s33, s3 = np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype)
     xv, ev, zv = terms_scratch(m, dtype)
-    return Rj, R2, R, t, w, v, K, Xk, M, A, piv, s33, s3, xv, ev, zv
+    return K, Xk, M, A, piv, s33, s3, xv, ev, zv
 
 
 @njit(**ROW_LOOP_OPTIONS)

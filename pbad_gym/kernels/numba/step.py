@@ -177,17 +177,8 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
                 np.empty((n, B, nv, 3), dtype), np.empty((n, B, nv, 3), dtype), np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
-    torch_threads = threads.torch_threads()  # before numba's pool starts or launches (both set OpenMP's count)
-    parallel, key = _launch(consts, B, n, finish)
-    t0 = time.perf_counter()
-    if not parallel:
-        entries.step_batch_serial(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs)
-    else:
-        entries.step_batch(*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs,
-                           min(B, threads.num_threads()))
-    threads.restore_torch_threads(torch_threads)
-    if key is not None:
-        threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
+    _run(consts, B, n, finish, entries.step_batch_serial, entries.step_batch,
+         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs))
     q, its = Q[n + 1], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
     if not finish:
@@ -197,6 +188,22 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[n - 1], t[n - 1], w[n - 1], v[n - 1]),
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
                       Q[n], Q[2:], QD, Kinematics(R, t, w, v))
+
+
+def _run(consts, B, n, kind, serial, parallel, args):
+    """Call a compiled entry on B rows with n substeps: ``serial(*args)`` on the calling thread, or ``parallel(*args,
+    nchunks)`` on the thread pool, as :func:`_launch` decides; the launch is timed for the chooser, and PyTorch's
+    thread count, read before the pool starts or launches (both set OpenMP's), is given back after it."""
+    torch_threads = threads.torch_threads()
+    go_parallel, key = _launch(consts, B, n, kind)
+    t0 = time.perf_counter()
+    if go_parallel:
+        parallel(*args, min(B, threads.num_threads()))
+    else:
+        serial(*args)
+    threads.restore_torch_threads(torch_threads)
+    if key is not None:
+        threads.CHOOSER.record(key, go_parallel, time.perf_counter() - t0)
 
 
 def _launch(consts, B, n, kind):
@@ -263,16 +270,7 @@ def energy_terms_numba(body, forces, dt, actuated, gear, q, qd):
     act, g = hit[2]
     N = q2.shape[0]
     out = np.empty((N, N_TERMS), dtype)
-    torch_threads = threads.torch_threads()
-    parallel, key = _launch(consts, N, 0, "terms")
-    t0 = time.perf_counter()
-    if parallel:
-        entries.terms_batch(*m, *fo, act, g, q2, qd2, out, min(N, threads.num_threads()))
-    else:
-        entries.terms_batch_serial(*m, *fo, act, g, q2, qd2, out)
-    threads.restore_torch_threads(torch_threads)
-    if key is not None:
-        threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
+    _run(consts, N, 0, "terms", entries.terms_batch_serial, entries.terms_batch, (*m, *fo, act, g, q2, qd2, out))
     return out.reshape(lead + (N_TERMS,))
 
 
@@ -314,18 +312,8 @@ class GuardNumba:
         n, B = q.shape[0], q.shape[1]
         out = np.empty((n, B, N_TERMS), self._dtype)
         exceeded, K, s = np.empty(B, np.bool_), np.empty(B), np.empty(B)
-        torch_threads = threads.torch_threads()  # (as kernel_step: before the pool starts or launches)
-        parallel, key = _launch(self._consts, B, n, "guard")
-        t0 = time.perf_counter()
-        if not parallel:
-            entries.guard_batch_serial(*self._bound, q, qd, R, t, w, v, out, *self._budget, K_last, s_last, exceeded,
-                                       K, s)
-        else:
-            entries.guard_batch(*self._bound, q, qd, R, t, w, v, out, *self._budget, K_last, s_last, exceeded, K, s,
-                                min(B, threads.num_threads()))
-            threads.restore_torch_threads(torch_threads)
-        if key is not None:
-            threads.CHOOSER.record(key, parallel, time.perf_counter() - t0)
+        _run(self._consts, B, n, "guard", entries.guard_batch_serial, entries.guard_batch,
+             (*self._bound, q, qd, R, t, w, v, out, *self._budget, K_last, s_last, exceeded, K, s))
         return exceeded, K, s, out
 
 
