@@ -7,6 +7,7 @@ picks one step implementation from a registry keyed by (scheme, backend), and th
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,6 +22,17 @@ from .kinematics import forward_kinematics, integrate, normalize
 
 BACKENDS = ("numpy", "numba", "cuda")
 log = logging.getLogger(__name__)
+
+
+class StateView(NamedTuple):
+    """What an environment reads of a Simulator's state (:meth:`Simulator.view`), arrays of the Simulator's module and
+    dtype: q (B, nq), qd (B, nv), kin (the Kinematics of q), force (B, S, 3) [N, world] the ground force of the last
+    step (:attr:`Simulator.contact_forces`; None without ground contact)."""
+
+    q: object
+    qd: object
+    kin: object
+    force: object
 
 
 def numba_available() -> bool:
@@ -129,8 +141,9 @@ class Simulator:
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     Methods: ``step(tau, substeps=1)`` (n steps under one tau: an env's frame_skip, one compiled call on numba),
-    ``reset(q, qd, rows=None)`` (all or some trajectories), ``snapshot()`` /
-    ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``.
+    ``advance(tau, substeps=1)`` (the same on a tau the caller has checked, returning the new state's
+    :class:`StateView`: an environment's one call per step), ``view()``, ``reset(q, qd, rows=None)`` (all or some
+    trajectories), ``snapshot()`` / ``restore(snapshot, rows=None)``, ``kinematics()``, ``energy()``.
     """
 
     @property
@@ -412,6 +425,18 @@ class Simulator:
         their Kinematics (fields with a leading axis n; the last is :meth:`kinematics`).
         """
         return self._advance(self._checked_tau(tau), substeps).as_dict()
+
+    def advance(self, tau, substeps=1):
+        """:meth:`step` on a tau the caller has already checked — (B, nv), an array of the Simulator's module and
+        dtype, finite; not checked again here (an environment validates its action once) — returning
+        (:class:`StateView` of the new state, :class:`~pbad_gym.integrators.StepInfo`)."""
+        info = self._advance(tau, substeps)
+        return self.view(), info
+
+    def view(self):
+        """The :class:`StateView` of the current state: q, its velocity, kinematics and ground force (the state's
+        caches, filled here where the step did not leave them: on numba one compiled call)."""
+        return StateView(self.q, self.qd, self.kinematics(), self.contact_forces)
 
     def _advance(self, tau, substeps=1):
         """The backend's step contract on a checked tau; its state becomes the Simulator's. -> StepInfo."""

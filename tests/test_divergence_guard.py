@@ -27,14 +27,16 @@ class _Tee:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def start(self, rows, com=None):
-        self.real.start(rows, com)
-        self.ref.start(rows, com)
+    def start(self, rows, com=None, view=None):
+        self.real.start(rows, com, view)
+        self.ref.start(rows, com, view)
 
-    def check_step(self, q=None, qd=None, kin=None):
-        got = self.real.check_step(q, qd, kin)
-        ref_terms = None
-        if q is not None:  # the substeps' states, state by state through the reference
+    def check_step(self, view, info):
+        got = self.real.check_step(view, info)
+        q, qd = info.substep_q, info.substep_qd
+        if q is None:  # one step: the new state's, through the reference
+            ref_terms = self.ref.current(view)
+        else:  # the substeps' states, state by state through the reference
             per = [energy_terms_reference(self.ref.model, np.asarray(q[k], np.float64), np.asarray(qd[k], np.float64))
                    for k in range(q.shape[0])]
             ref_terms = EnergyTerms(*(np.stack(f) for f in zip(*per)))

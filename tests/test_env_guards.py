@@ -7,6 +7,7 @@ import pytest
 import pbad_gym  # noqa: F401  (registers the environments)
 from pbad_gym.envs import SpiderVectorEnv, SwimmerVectorEnv
 from pbad_gym.envs.divergence import EnergyBudget, body_reach
+from pbad_gym.integrators import StepInfo
 from pbad_gym.kinematics import normalize
 from pbad_gym.lcp import METHODS
 from pbad_gym.model import spider
@@ -153,10 +154,12 @@ def test_compiled_guard_matches_the_numpy_check_bit_for_bit(env_cls, n, dtype):
         budget.s = np.sqrt(budget.K) + rng.uniform(0, 2, B)
         K0, s0 = budget.K.copy(), budget.s.copy()
         kin = forward_kinematics_numba(sim.body, q.reshape(n * B, -1))  # (the kernel's, as a step leaves them)
-        got = budget.check_step(q, qd, Kinematics(*(f.reshape((n, B) + f.shape[1:]) for f in kin)))
+        kin = Kinematics(*(f.reshape((n, B) + f.shape[1:]) for f in kin))
+        view = sim.view()  # (the state the check leaves its last terms for)
+        got = budget.check_step(view, StepInfo(None, None, None, substep_q=q, substep_qd=qd, substep_kin=kin))
         got_pending = budget._pending
         terms = energy_terms(budget.model, q, qd)
-        assert np.array_equal(terms.kinetic[-1], budget.terms().kinetic, equal_nan=True)
+        assert np.array_equal(terms.kinetic[-1], budget.current(view).kinetic, equal_nan=True)
         budget.K, budget.s = K0, s0
         with np.errstate(invalid="ignore"):
             want = budget.check(terms=terms)

@@ -185,3 +185,70 @@ def test_human_render_mode_is_refused_by_the_env_through_make(env_id):
     assert env.metadata["render_modes"] == ["rgb_array"] and env.render_mode == "rgb_array"
     env.reset(seed=0)
     assert env.render().shape == (12, 16, 3)
+
+
+# --- env → Simulator → backend in three hops -------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("frame_skip", [1, 3])
+def test_an_env_step_is_one_advance_one_backend_call_and_one_action_check(backend, frame_skip, monkeypatch):
+    """Each env step validates the action once (the env's check; the Simulator's own τ check is not run again) and
+    reaches the backend's step function in one call with the frame_skip substeps; what the env reads of the new
+    state is the view that call returned (observations equal those of the public Simulator.step path)."""
+    env = SpiderVectorEnv(num_envs=2, backend=backend, frame_skip=frame_skip)
+    ref = SpiderVectorEnv(num_envs=2, backend=backend, frame_skip=frame_skip)
+    env.reset(seed=1)
+    ref.reset(seed=1)
+    sim = env.sim
+    calls = []
+    backend_step = sim._step
+
+    def counted(model, state, tau, options, substeps=1):
+        calls.append(substeps)
+        return backend_step(model, state, tau, options, substeps)
+
+    def no_second_check(tau):
+        raise AssertionError("the Simulator checked tau again")
+
+    monkeypatch.setattr(sim, "_step", counted)
+    monkeypatch.setattr(sim, "_checked_tau", no_second_check)
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        a = rng.uniform(-1, 1, env.action_space.shape)
+        obs, *_ = env.step(a)
+        obs_ref, *_ = ref.step(a)
+        assert calls == [frame_skip] * (k + 1)
+        np.testing.assert_array_equal(obs, obs_ref)
+        assert env._views()[0].q is sim.q  # the view of the state the step left
+    with pytest.raises(ValueError, match="action must have shape"):
+        env.step(np.zeros(3))
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(np.full(env.action_space.shape, np.nan))
+    assert len(calls) == 3
+
+
+def test_envs_read_no_simulator_caches():
+    """The environments read the new state from the StateView a step returns (or Simulator.view() after a reset or
+    restore), never the Simulator's State or its cached kinematics, velocity and contact forces."""
+    import pbad_gym.envs.base as base
+    import pbad_gym.envs.divergence as divergence
+    import pbad_gym.envs.spider as spider_env
+    import pbad_gym.envs.swimmer as swimmer_env
+
+    for module in (base, divergence, spider_env, swimmer_env):
+        source = inspect.getsource(module)
+        for read in ("sim.state", "sim.kinematics(", "sim.qd", "sim.contact_forces", "sim.step(", ".velocity"):
+            assert read not in source, (module.__name__, read)
+
+
+def test_an_env_sees_a_reset_made_on_its_simulator():
+    """A state written through ``env.sim.reset`` (tests, tools) is what the env's centre of mass and contact forces
+    report next: the env's view follows the Simulator's state."""
+    env = SpiderVectorEnv(num_envs=2)
+    env.reset(seed=0)
+    env.step(np.zeros(env.action_space.shape))
+    q, qd = env._state_numpy()
+    q2 = q.copy()
+    q2[:, 2] += 1.0  # lifted clear of the ground: no contact force
+    env.sim.reset(q2, qd)
+    np.testing.assert_allclose(env.centre_of_mass(), to_numpy(centre_of_mass(env.body, q2)), rtol=0, atol=1e-12)
+    assert not np.any(env.contact_forces())

@@ -41,7 +41,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ..arrays import check_dtype, real_number, to_numpy
+from ..arrays import check_dtype, real_number, to_numpy, tree_map
 from ..dynamics import centre_of_mass
 from ..integrators import LCPOptions, SolverOptions
 from ..integrators.impulse import CONTACT_MODELS
@@ -259,6 +259,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         self._needs_reset = np.zeros(B, dtype=bool)
         self._obs = np.zeros((B, self.obs_dim), dtype=np.float32)
         self._has_reset = False
+        self._view = self._host = None  # the Simulator's StateView of its current state, and its NumPy copy
 
     @property
     def xp(self):
@@ -319,17 +320,34 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
     def centre_of_mass(self, kin=None):
         """Centre of mass (B, 3) [m] (NumPy) of the body at kinematics ``kin`` (default: the current state's);
         :func:`pbad_gym.dynamics.centre_of_mass`. For the current state, the one of the divergence guard's energy
-        terms (:meth:`EnergyBudget.terms`, measured for the guard's check anyway; the same to round-off)."""
-        if kin is None or kin is self.sim.state.kin:
-            return self.energy_budget.terms().com
+        terms (:meth:`EnergyBudget.current`, measured for the guard's check anyway; the same to round-off)."""
+        view, host = self._views()
+        if kin is None or kin is host.kin:
+            return self.energy_budget.current(view).com
         return to_numpy(centre_of_mass(self.body, kin=kin))
 
+    def _views(self):
+        """(the Simulator's :class:`~pbad_gym.simulator.StateView` of its current state, the same as NumPy arrays):
+        the view the last step returned while the Simulator is still in that state, else a new one (after a reset,
+        a restore, or a caller's own ``sim.reset``)."""
+        if self._view is None or self._view.q is not self.sim.q:
+            self._set_view(self.sim.view())
+        return self._view, self._host
+
+    def _set_view(self, view):
+        """Keep ``view`` and its NumPy copy: the one conversion of the Simulator's arrays back to the host (none on
+        the CPU, where they are NumPy arrays already)."""
+        self._view = view
+        self._host = view if self.sim.device == "cpu" else tree_map(to_numpy, view)
+
     def _kinematics(self):
-        """Kinematics of the current configuration (cached by the Simulator)."""
-        return self.sim.kinematics()
+        """Kinematics of the current configuration (NumPy)."""
+        return self._views()[1].kin
 
     def _state_numpy(self):
-        return to_numpy(self.sim.q), to_numpy(self.sim.qd)
+        """(q (B, nq), q̇ (B, nv)) of the current state (NumPy)."""
+        host = self._views()[1]
+        return host.q, host.qd
 
     def set_state(self, q, qd, mask=None):
         """Overwrite the state of the sub-environments selected by ``mask`` (B,) bool (default: all) with
@@ -395,8 +413,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
             tau = self.xp.asarray(tau, dtype=sim.dtype)
         with np.errstate(all="ignore"):
             step_info, converged, iterations, out_of_budget = self._substeps(tau)
-            q, qd = self._state_numpy()
-            kin = self._kinematics()
+            q, qd, kin, _ = self._host
             obs = self._get_obs(q, qd, kin).astype(np.float32)  # finiteness is judged on what the agent receives
             after = self._summary(q, qd, kin)
             reward, terminated, info = self._get_rew(before, after, action)
@@ -424,7 +441,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                      for k, v in after.items()}
         self._last_summary = after
         for key in ("lcp_iterations", "lcp_converged", "contacts", "sqp_iterations"):  # the impulse model's
-            value = step_info.get(key)
+            value = getattr(step_info, key)
             if value is not None:
                 info[key] = to_numpy(value)
         info["iterations"] = iterations
@@ -434,17 +451,17 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         return obs, np.asarray(reward, dtype=np.float64), terminated.astype(bool, copy=False), diverged, info
 
     def _substeps(self, tau):
-        """``frame_skip`` physics steps under torques tau (one :meth:`Simulator.step` call: one compiled call on the
-        numba backend), each checked by the divergence guard (its bound is per physics step). Returns (the step's
-        diagnostics dict, converged on every substep (B,), LM iterations summed over the substeps (B,) int64, out of
-        the energy budget on some substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s
-        accept. Called under ``np.errstate(all="ignore")``. The arrays are the step's own, new on every step (no
-        copies)."""
-        info = self.sim.step(tau, self.frame_skip)
-        # every substep's state is checked (the bound is per physics step); one step's is the Simulator's state
-        out = self.energy_budget.check_step(info.get("substep_q"), info.get("substep_qd"), info.get("substep_kin"))[0]
-        converged = to_numpy(info["converged"]).astype(bool, copy=False)
-        return info, converged, to_numpy(info["iterations"]).astype(np.int64, copy=False), out
+        """``frame_skip`` physics steps under torques tau (checked: the env's own, from a validated action), one
+        :meth:`Simulator.advance` call (one compiled call on the numba backend), each checked by the divergence guard
+        (its bound is per physics step); the new state's view becomes the env's. Returns (the step's StepInfo,
+        converged on every substep (B,), LM iterations summed over the substeps (B,) int64, out of the energy budget
+        on some substep (B,)); the guard's last check is left pending for :meth:`_physics_step`'s accept. Called
+        under ``np.errstate(all="ignore")``. The arrays are the step's own, new on every step (no copies)."""
+        view, info = self.sim.advance(tau, self.frame_skip)
+        self._set_view(view)
+        out = self.energy_budget.check_step(view, info)[0]
+        converged = to_numpy(info.converged).astype(bool, copy=False)
+        return info, converged, to_numpy(info.iterations).astype(np.int64, copy=False), out
 
     def _reset_rows(self, mask):
         """Draw reset states for the masked rows from their generators and write them; returns nothing."""
@@ -454,15 +471,14 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         qd = np.stack([s[1] for s in states])
         self.sim.reset(self.xp.asarray(q, dtype=self.sim.dtype), self.xp.asarray(qd, dtype=self.sim.dtype),
                        rows=None if len(rows) == self.num_envs else mask)
-        self.energy_budget.start(rows)
+        self.energy_budget.start(rows, view=self._views()[0])
         self._elapsed[rows] = 0
         self._unconverged[rows] = 0
         self._needs_reset[rows] = False
 
     def _refresh(self, mask=None):
         """Recompute observations and reward summaries of the masked rows from the current state."""
-        q, qd = self._state_numpy()
-        kin = self._kinematics()
+        q, qd, kin, _ = self._views()[1]
         obs = self._get_obs(q, qd, kin).astype(np.float32)
         summary = self._summary(q, qd, kin)
         if mask is None or not getattr(self, "_last_summary", None):

@@ -137,12 +137,6 @@ def _columns(out):
 _COLUMNS = None
 
 
-def _state_key(state):
-    """The arrays that determine a State's (q, q̇) (its caches aside: filling them keeps these objects), compared by
-    identity — steps never write into a State's arrays, so the same objects are the same state."""
-    return state.q, state.q_prev, state.qd, state.nodes, state.fresh
-
-
 def body_reach(body):
     """Upper bound [m] on the distance between any two points of ``body`` in any configuration: the sum over
     links of each link's extent (the farthest of its child joints, centre of mass and contact-sphere surfaces
@@ -187,7 +181,7 @@ class EnergyBudget:
         if not np.all(np.isfinite(self.gear)):
             raise ValueError(f"gear must be finite, got {gear!r}")
         self.model = GuardModel(sim.body, sim.forces, sim.dt, self.actuated, self.gear, sim.backend)
-        self._current = ((), None)  # (_state_key, EnergyTerms) of the Simulator's current state
+        self._current = (None, None, None)  # (q, q̇) arrays of the last state measured, and its EnergyTerms
         body = sim.body
         self.mass = body.total_mass
         g = np.asarray(to_numpy(sim.gravity), dtype=np.float64)
@@ -216,18 +210,20 @@ class EnergyBudget:
 
     def terms(self, q=None, qd=None):
         """:class:`EnergyTerms` of the states q (n, B, nq), qd (n, B, nv) (fields (n, B): a step's substeps,
-        ``StepInfo.substep_q`` / ``substep_qd``), or with q None of the Simulator's current state (fields (B,),
-        kept until the state changes, and then the last substep's of the step that led to it)."""
-        sim = self.sim
+        ``StepInfo.substep_q`` / ``substep_qd``), or with q None of the Simulator's current state (:meth:`current`
+        of its view)."""
         if q is not None:
-            t = energy_terms(self.model, q, qd)
-            self._current = (_state_key(sim.state), EnergyTerms(*(f[-1] for f in t)))
-            return t
-        key, t = self._current
-        now = _state_key(sim.state)
-        if len(key) != len(now) or not all(a is b for a, b in zip(key, now)):
-            t = energy_terms(self.model, sim.q, sim.qd, sim.kinematics() if self.model.backend == "numpy" else None)
-            self._current = (now, t)
+            return energy_terms(self.model, q, qd)
+        return self.current(self.sim.view())
+
+    def current(self, view):
+        """:class:`EnergyTerms` (fields (B,)) of the state a :class:`~pbad_gym.simulator.StateView` shows, kept while
+        its q and q̇ are the same arrays (steps never write into a state's arrays; :meth:`check_step` leaves the
+        terms of the step's last state, the one its view shows)."""
+        q, qd, t = self._current
+        if q is not view.q or qd is not view.qd:
+            t = energy_terms(self.model, view.q, view.qd, view.kin if self.model.backend == "numpy" else None)
+            self._current = (view.q, view.qd, t)
         return t
 
     def measure(self, com=None, terms=None):
@@ -243,10 +239,10 @@ class EnergyBudget:
             K -= self.mass * self.g[2] * (z - self.floor)
         return K, ke, c
 
-    def start(self, rows, com=None):
-        """Start the budgets of ``rows`` (index array) at the current (reset) state, centre of mass com (B, 3)
-        (None: the Simulator's)."""
-        K, _, _ = self.measure(com)
+    def start(self, rows, com=None, view=None):
+        """Start the budgets of ``rows`` (index array) at the (reset) state of ``view`` (a StateView; None: the
+        Simulator's current state), centre of mass com (B, 3) (None: the state's)."""
+        K, _, _ = self.measure(com, self.current(self.sim.view() if view is None else view))
         self.K[rows] = K[rows]
         self.s[rows] = np.sqrt(np.maximum(K[rows], 0.0))
 
@@ -280,21 +276,28 @@ class EnergyBudget:
         self._pending = (K, s)
         return ~ok, K
 
-    def check_step(self, q=None, qd=None, kin=None):
-        """After a step of n substeps: (exceeded (B,) bool, K (B,) [J]) of its n states q (n, B, nq), qd (n, B, nv)
-        (``Simulator.step``'s ``substep_q`` / ``substep_qd``, and ``substep_kin`` as ``kin`` where the backend
-        reports it; None: the one state the Simulator is in), as :meth:`check` of their energy terms, under the
-        caller's floating-point error state. On the numba backend the terms (from the step's own kinematics) and
-        the checks are one compiled call (kernels.numba.guard: the reference's expressions, the same numbers bit
-        for bit); the terms of the last state become :meth:`terms`' current ones."""
+    def check_step(self, view, info):
+        """After a step (``Simulator.advance``'s StateView of the new state and StepInfo): (exceeded (B,) bool,
+        K (B,) [J]) of the states it went through — with n > 1 substeps every substep's (``info.substep_q``
+        (n, B, nq), ``substep_qd`` (n, B, nv), and ``substep_kin`` where the backend reports it), else the new
+        state's — as :meth:`check` of their energy terms, under the caller's floating-point error state. On the
+        numba backend the terms (from the step's own kinematics) and the checks are one compiled call
+        (kernels.numba.guard: the reference's expressions, the same numbers bit for bit). The terms of the last
+        state become :meth:`current`'s for ``view``."""
+        q, qd = info.substep_q, info.substep_qd
         if self._compiled is None:
-            return self.check_unguarded(terms=None if q is None else self.terms(q, qd))
-        state = self.sim.state
-        if q is None:  # (the numba step leaves the new state's velocity and kinematics)
-            k = state.kin
-            q, qd, kin = state.q[None], state.velocity[None], (k.R[None], k.t[None], k.w[None], k.v[None])
+            if q is None:
+                return self.check_unguarded(terms=self.current(view))
+            t = energy_terms(self.model, q, qd)
+            self._current = (view.q, view.qd, EnergyTerms(*(f[-1] for f in t)))
+            return self.check_unguarded(terms=t)
+        if q is None:
+            k = view.kin
+            q, qd, kin = view.q[None], view.qd[None], (k.R[None], k.t[None], k.w[None], k.v[None])
+        else:
+            kin = info.substep_kin
         exceeded, K, s, out = self._compiled(q, qd, kin, self.K, self.s)
-        self._current = (_state_key(state), _columns(out[-1]))
+        self._current = (view.q, view.qd, _columns(out[-1]))
         self._pending = (K, s)
         return exceeded, K
 

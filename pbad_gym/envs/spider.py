@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import real_number, to_numpy
+from ..arrays import real_number
 from ..energies import cone_excess, sphere_centres
 from ..kinematics import forward_kinematics, integrate
 from ..model.robots import spider
@@ -152,7 +152,7 @@ class SpiderVectorEnv(PBADVectorEnv):
         friction that copy of the force law differed from the force the step applied (by up to 5 % of the largest
         force on Spider-v1 under random actions). It now reports the engine's force, the exact one; the normal,
         viscous and impulse forces are unchanged bit for bit (docs/environments.md)."""
-        return to_numpy(self.sim.contact_forces)
+        return self._views()[1].force
 
     def _clipped_contact_forces(self):
         """The contact forces clipped to ``contact_force_range`` (the ndarray method: np.clip's own ufunc without
