@@ -17,4 +17,5 @@ BENCHMARKS = {
     "energy": "pbad_gym.bench.energy",
     "contact": "pbad_gym.bench.contact",
     "threads": "pbad_gym.bench.threads",
+    "scaling-n": "pbad_gym.bench.scaling_n",
 }

@@ -71,6 +71,8 @@ class SpiderVectorEnv(PBADVectorEnv):
     # v0-v2 cap Coulomb friction by the spring force at the start of the step (energies/contact.py), kept for
     # reproducibility; v3 caps it by the normal force the step applies
     friction_cap = "lagged_spring"
+    # the robot's leg count; ``pbad-bench scaling-n`` subclasses with more legs to time larger bodies of this kind
+    n_legs = 4
 
     def __init__(self, num_envs=1, max_episode_steps=1000, *, forward_reward_weight=1.0, ctrl_cost_weight=0.5,
                  contact_cost_weight=5e-4, healthy_reward=1.0, terminate_when_unhealthy=True,
@@ -106,7 +108,7 @@ class SpiderVectorEnv(PBADVectorEnv):
         self.limit_stiffness = float(limit_stiffness)
         self.joint_damping = real_number(joint_damping, "joint_damping", nonnegative=True)
         self.init_height = init_height
-        self.n_spheres = 13
+        self.n_spheres = 1 + 3 * self.n_legs
         super().__init__(num_envs, max_episode_steps, dt=dt, **kwargs)
         if len(self.body.contact_points()[0]) != self.n_spheres:
             raise RuntimeError("spider model and environment disagree on the contact spheres")
@@ -114,7 +116,7 @@ class SpiderVectorEnv(PBADVectorEnv):
             self.init_height = self.body.meta["stand_height"] + 0.1
 
     def _build_body(self):
-        return self._with_obs_dim(spider())
+        return self._with_obs_dim(spider(n_legs=self.n_legs))
 
     def _with_obs_dim(self, body):
         """``body``, after setting obs_dim from it: z, quaternion and joint angles (nq − 2), velocities (nv), the
@@ -293,7 +295,7 @@ class SpiderV1VectorEnv(SpiderVectorEnv):
         self.metadata = with_render_fps(self.metadata, self.dt)
 
     def _build_body(self):
-        return self._with_obs_dim(spider(density=self.density, armature=self.armature))
+        return self._with_obs_dim(spider(density=self.density, armature=self.armature, n_legs=self.n_legs))
 
 
 class SpiderV1Env(PBADEnv):
@@ -387,7 +389,7 @@ class SpiderV2VectorEnv(SpiderV1VectorEnv):
         # held by friction leave a torso twist that lowers it, and gravity drove that twist for 15-35 s
         lo, hi = np.deg2rad(self.knee_range)
         return self._with_obs_dim(spider(density=self.density, armature=self.armature, hip=self.hip,
-                                         knee_bend=lo, knee_range=(0.0, hi - lo),
+                                         n_legs=self.n_legs, knee_bend=lo, knee_range=(0.0, hi - lo),
                                          hip_yaw_range=np.deg2rad(self.hip_range)))
 
     def _sim_options(self):

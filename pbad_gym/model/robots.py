@@ -67,7 +67,7 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
            knee_bend: float = np.deg2rad(60.0), hip_yaw_range: float = np.deg2rad(30.0),
            hip_pitch_range: tuple = (np.deg2rad(-5.0), np.deg2rad(40.0)),
            knee_range: tuple = (np.deg2rad(-15.0), np.deg2rad(30.0)), armature: float = 0.0,
-           hip: str = "universal") -> Body:
+           hip: str = "universal", n_legs: int = 4) -> Body:
     """A spider: a spherical torso on a free joint and four legs, each a thigh on a 2-DOF hip (universal joint:
     yaw about the vertical axis, then pitch about the horizontal axis across the leg) and a shin on a 1-DOF knee
     (hinge, pitch): 6 + 4·3 = 18 DOF, 12 actuated. ``hip="hinge"``: the hip turns about the vertical axis only
@@ -79,8 +79,13 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
     down by ``knee_bend``; positive hip pitch and knee angles bend the leg down. Joint ranges (rad) are for the
     limit penalty that, as the Ant's joint limits do, lets the unactuated robot stand. ``armature`` [kg m²]: rotor
     inertia of every hip and knee DOF (Ant-v5: 1 at density 5). Contact spheres: the torso, the hips, the knees
-    and the feet (13 in all).
+    and the feet (13 in all). ``n_legs``: legs spread evenly around the torso from the front-left diagonal (4:
+    the spider; more make the larger bodies of ``pbad-bench scaling-n``, 6 + 3·n_legs or 6 + 2·n_legs DOF and
+    1 + 3·n_legs contact spheres).
     """
+    if isinstance(n_legs, bool) or int(n_legs) != n_legs or n_legs < 1:
+        raise ValueError(f"n_legs must be a positive integer, got {n_legs!r}")
+    n_legs = int(n_legs)
     if hip not in ("universal", "hinge"):
         raise ValueError(f"hip must be 'universal' or 'hinge', got {hip!r}")
     for name, val in (("torso_radius", torso_radius), ("hip_offset", hip_offset), ("thigh_length", thigh_length),
@@ -89,14 +94,15 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
             raise ValueError(f"{name} must be positive, got {val!r}")
     torso_shapes = [Sphere(radius=torso_radius, density=density)]
     torso_spheres = [(np.zeros(3), torso_radius)]
-    angles = np.deg2rad([45.0, 135.0, 225.0, 315.0])
+    angles = np.deg2rad(45.0 + 360.0 * np.arange(n_legs) / n_legs)
     for a in angles:
         u = np.array([np.cos(a), np.sin(a), 0.0])
         torso_shapes.append(Capsule.fromto(np.zeros(3), hip_offset * u, leg_radius, density))
         torso_spheres.append((hip_offset * u, leg_radius))
     links = [Link("torso", parent=-1, joint=Joint("free"), shapes=torso_shapes, contact_spheres=torso_spheres)]
     segments = [(0, np.zeros(3), hip_offset * np.array([np.cos(a), np.sin(a), 0.0]), leg_radius) for a in angles]
-    names = ("front_left", "back_left", "back_right", "front_right")
+    names = (("front_left", "back_left", "back_right", "front_right") if n_legs == 4
+             else tuple(f"leg{k}" for k in range(n_legs)))
     for a, name in zip(angles, names):
         thigh = len(links)
         u = np.array([np.cos(a), np.sin(a), 0.0])
@@ -122,7 +128,8 @@ def spider(torso_radius: float = 0.25, hip_offset: float = 0.2 * np.sqrt(2.0), t
         "actuated": np.arange(6, _nv(links)),
         "segments": segments,
         "spheres": [(0, np.zeros(3), torso_radius)],
-        "feet": [(2 + 2 * k, np.array([shin_length, 0.0, 0.0]), leg_radius) for k in range(4)],
+        "feet": [(2 + 2 * k, np.array([shin_length, 0.0, 0.0]), leg_radius) for k in range(n_legs)],
         "stand_height": float(foot_drop + leg_radius),
     }
-    return Body(links, name="spider" if hip == "universal" else "spider_hinge_hips", meta=meta)
+    name = "spider" if hip == "universal" else "spider_hinge_hips"
+    return Body(links, name=name if n_legs == 4 else f"{name}_{n_legs}_legs", meta=meta)
