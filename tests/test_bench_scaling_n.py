@@ -75,6 +75,12 @@ def test_scaling_n_quick_run_writes_every_case(tmp_path):
         assert float(r["physics_steps_per_s"]) > 0
         assert float(r["sim_seconds_per_s"]) == pytest.approx(float(r["physics_steps_per_s"]) * float(r["dt"]))
         if r["engine"] == "pbad":
+            assert float(r["tol"]) == 1e-7  # the environments' tolerance, for both families
             assert 1.0 <= float(r["lm_iterations_per_step"]) < 10.0
             assert float(r["converged"]) == 1.0
     assert (tmp_path / "scaling_n" / "scaling_n.png").stat().st_size > 10_000
+    if mujoco_available():
+        ratios = list(csv.DictReader(open(tmp_path / "scaling_n" / "ratios.csv")))
+        assert [(r["family"], r["size"]) for r in ratios] == [("chain", "5"), ("chain", "10"), ("legged", "4"),
+                                                              ("legged", "6")]
+        assert all(float(v) > 0 for r in ratios for k, v in r.items() if k not in ("family", "size"))

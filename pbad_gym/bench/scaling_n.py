@@ -11,7 +11,8 @@ Two families, each simulated by PBAD (numba kernel) at its own default Δt and a
   evenly around the torso (6 + 2·legs DOF, 1 + 3·legs contact spheres), under random actions held for 0.05 s; PBAD's
   default Δt 0.001 s (Spider-v3's converged step), MuJoCo's 0.01 s on Ant-v5's own XML with as many legs.
 
-Writes scaling_n.csv and scaling_n.png under ``--out``/scaling_n and prints the table.
+Writes scaling_n.csv, ratios.csv (PBAD over MuJoCo per body) and scaling_n.png under ``--out``/scaling_n and
+prints the tables.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from ..envs.base import DEFAULT_TOL
 from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 CHAIN_NS = (5, 10, 20, 40, 80)
@@ -29,8 +31,9 @@ LEGS = (4, 8, 16, 32)
 CHAIN_DTS = {"pbad": 0.01, "mujoco": 0.001}  # each engine's default step for the chains
 LEGGED_DTS = {"pbad": 0.001, "mujoco": 0.01}  # Spider-v3's converged step; Ant-v5's XML
 CONTROL_INTERVAL = 0.05  # [s] actions are held this long (Ant-v5's control interval); also the substeps per call
-HEADER = ["family", "size", "dof", "engine", "dt", "batch", "threads", "physics_steps_per_s", "sim_seconds_per_s",
-          "lm_iterations_per_step", "converged"]
+TOL = DEFAULT_TOL[np.dtype(np.float64)]
+HEADER = ["family", "size", "dof", "engine", "dt", "tol", "batch", "threads", "physics_steps_per_s",
+          "sim_seconds_per_s", "lm_iterations_per_step", "converged"]
 
 
 def add_arguments(p):
@@ -42,6 +45,8 @@ def add_arguments(p):
     p.add_argument("--legged-batch", type=int, default=256, help="trajectories per legged case (default 256)")
     p.add_argument("--threads", type=int, default=2,
                    help="threads of both engines: numba's pool and mujoco.rollout's MjData (default 2)")
+    p.add_argument("--tol", type=float, default=TOL,
+                   help=f"PBAD's solver tolerance [rad], both families (default {TOL:g}: the environments')")
     p.add_argument("--no-mujoco", action="store_true", help="skip mujoco.rollout even if installed")
 
 
@@ -104,12 +109,12 @@ def legged_xml(n_legs):
     return ET.tostring(root, encoding="unicode")
 
 
-def _spider_env(n_legs, num_envs, dt):
-    """Spider-v3 with ``n_legs`` legs, physics step ``dt`` [s], reset (seed 0)."""
+def _spider_env(n_legs, num_envs, dt, tol):
+    """Spider-v3 with ``n_legs`` legs, physics step ``dt`` [s] and solver tolerance ``tol`` [rad], reset (seed 0)."""
     from ..envs.spider import SpiderV3VectorEnv
 
     cls = type(f"SpiderV3With{n_legs}Legs", (SpiderV3VectorEnv,), {"n_legs": n_legs})
-    env = cls(num_envs=num_envs, dt=dt)
+    env = cls(num_envs=num_envs, dt=dt, tol=tol)
     env.reset(seed=0)
     return env
 
@@ -163,25 +168,25 @@ def time_mujoco(xml, batch, threads, seconds, hold, seed=0):
     return batch * nstep / run(nstep)
 
 
-def _row(family, size, dof, engine, dt, batch, threads, rate, iterations=float("nan"), converged=float("nan")):
+def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=float("nan"), converged=float("nan")):
     """One CSV row (HEADER): simulated seconds per wall second over the batch are rate × dt."""
-    return (family, size, dof, engine, dt, batch, threads, rate, rate * dt, iterations, converged)
+    return (family, size, dof, engine, dt, tol, batch, threads, rate, rate * dt, iterations, converged)
 
 
-def chain_cases(ns, batch, threads, seconds, with_mujoco):
+def chain_cases(ns, batch, threads, seconds, with_mujoco, tol=TOL):
     """Rows of the chain family (see the module docstring)."""
     from ..model import chain
     from ..simulator import Simulator
 
     for n in ns:
         for engine, dt in (("pbad", CHAIN_DTS["pbad"]), ("pbad", CHAIN_DTS["mujoco"])):
-            sim = Simulator(chain(n), dt=dt, num_envs=batch, backend="numba")
+            sim = Simulator(chain(n), dt=dt, num_envs=batch, backend="numba", tol=tol)
             substeps = int(round(CONTROL_INTERVAL / dt))
-            yield _row("chain", n, n, engine, dt, batch, threads, *time_pbad(sim, substeps, seconds))
+            yield _row("chain", n, n, engine, dt, tol, batch, threads, *time_pbad(sim, substeps, seconds))
         if with_mujoco:
             dt = CHAIN_DTS["mujoco"]
             rate = time_mujoco(chain_xml(n, dt), batch, threads, seconds, hold=1)
-            yield _row("chain", n, n, "mujoco implicitfast", dt, batch, threads, rate)
+            yield _row("chain", n, n, "mujoco implicitfast", dt, float("nan"), batch, threads, rate)
 
 
 def _random_torques(env, seed):
@@ -195,19 +200,19 @@ def _random_torques(env, seed):
     return torques
 
 
-def legged_cases(legs, batch, threads, seconds, with_mujoco, seed=0):
+def legged_cases(legs, batch, threads, seconds, with_mujoco, tol=TOL, seed=0):
     """Rows of the Spider-like family (see the module docstring)."""
     for n_legs in legs:
         dof = 6 + 2 * n_legs
         for dt in (LEGGED_DTS["pbad"], LEGGED_DTS["mujoco"]):
-            env = _spider_env(n_legs, batch, dt)
-            yield _row("legged", n_legs, dof, "pbad", dt, batch, threads,
+            env = _spider_env(n_legs, batch, dt, tol)
+            yield _row("legged", n_legs, dof, "pbad", dt, tol, batch, threads,
                        *time_pbad(env.sim, env.frame_skip, seconds, _random_torques(env, seed)))
             env.close()
         if with_mujoco:
             dt = LEGGED_DTS["mujoco"]
             rate = time_mujoco(legged_xml(n_legs), batch, threads, seconds, hold=int(round(CONTROL_INTERVAL / dt)))
-            yield _row("legged", n_legs, dof, "mujoco rk4 (Ant-v5 XML)", dt, batch, threads, rate)
+            yield _row("legged", n_legs, dof, "mujoco rk4 (Ant-v5 XML)", dt, float("nan"), batch, threads, rate)
 
 
 def _label(engine, dt):
@@ -234,9 +239,9 @@ def plot(rows, path):
                 continue
             style = dict(color=colour[key], marker="s" if key[0].startswith("mujoco") else "o",
                          ls="--" if key[0].startswith("mujoco") else "-", label=_label(*key))
-            ax[0, col].plot([r[2] for r in rs], [r[7] for r in rs], **style)
+            ax[0, col].plot([r[2] for r in rs], [r[8] for r in rs], **style)
             if not key[0].startswith("mujoco"):
-                ax[1, col].plot([r[2] for r in rs], [r[9] for r in rs], **style)
+                ax[1, col].plot([r[2] for r in rs], [r[10] for r in rs], **style)
         title = "hinge chains, no contact" if family == "chain" else "Spider-like bodies, ground contact"
         ax[0, col].set(xscale="log", yscale="log", ylabel="physics steps / s (whole batch)", title=title)
         ax[1, col].set(xscale="log", xlabel=xlabel, ylabel="LM iterations / physics step", ylim=(0, None))
@@ -252,9 +257,13 @@ def plot(rows, path):
     plt.close(fig)
 
 
+RATIO_HEADER = ["family", "size", "per step, both at MuJoCo's dt", "per step, each at its own dt",
+                "sim-seconds, each at its own dt"]
+
+
 def ratios(rows):
-    """(family, size, PBAD rate / MuJoCo rate at MuJoCo's Δt, PBAD sim-seconds / MuJoCo sim-seconds, each engine at
-    its own default Δt) per body that both engines ran."""
+    """PBAD over MuJoCo per body that both engines ran (RATIO_HEADER): physics steps/s with PBAD at MuJoCo's Δt,
+    physics steps/s and simulated seconds per second with PBAD at its own default Δt."""
     out = []
     for family, dts in (("chain", CHAIN_DTS), ("legged", LEGGED_DTS)):
         for size in sorted({r[1] for r in rows if r[0] == family}):
@@ -263,13 +272,15 @@ def ratios(rows):
             same = [r for r in rs if r[3] == "pbad" and r[4] == dts["mujoco"]]
             own = [r for r in rs if r[3] == "pbad" and r[4] == dts["pbad"]]
             if mj and same and own:
-                out.append((family, size, same[0][7] / mj[0][7], own[0][8] / mj[0][8]))
+                out.append((family, size, same[0][8] / mj[0][8], own[0][8] / mj[0][8], own[0][9] / mj[0][9]))
     return out
 
 
 def run(args):
     from tqdm import tqdm
 
+    if not 0 < args.tol < 1:
+        raise ValueError(f"--tol must be in (0, 1) rad, got {args.tol}")
     if args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}")
     for name in ("chain_batch", "legged_batch"):
@@ -284,20 +295,22 @@ def run(args):
     chain_batch, legged_batch = (8, 8) if args.quick else (args.chain_batch, args.legged_batch)
     with_mujoco = not args.no_mujoco and mujoco_available()
     out = out_dir(args.out, "scaling_n")
-    print(f"pbad-bench scaling-n on {machine()}, {stamp()}; {args.threads} threads, {seconds} s per case"
+    print(f"pbad-bench scaling-n on {machine()}, {stamp()}; {args.threads} threads, {seconds} s per case, "
+          f"tol {args.tol:g} rad"
           f"{'' if with_mujoco else ' (MuJoCo not measured)'}")
     per_body = 2 + with_mujoco
     rows = []
     with tqdm(total=per_body * (len(ns) + len(legs)), desc="scaling-n", unit="case") as bar:
-        for row in itertools.chain(chain_cases(ns, chain_batch, args.threads, seconds, with_mujoco),
-                                   legged_cases(legs, legged_batch, args.threads, seconds, with_mujoco)):
+        for row in itertools.chain(chain_cases(ns, chain_batch, args.threads, seconds, with_mujoco, args.tol),
+                                   legged_cases(legs, legged_batch, args.threads, seconds, with_mujoco, args.tol)):
             rows.append(row)
             bar.update()
     write_csv(out / "scaling_n.csv", rows, HEADER)
     print_table(rows, HEADER, "physics steps/s and LM iterations per step against body size")
     if with_mujoco:
-        print_table(ratios(rows), ["family", "size", "PBAD / MuJoCo per step, MuJoCo's dt",
-                                   "PBAD / MuJoCo sim-seconds, own dt"], "ratios")
+        table = ratios(rows)
+        write_csv(out / "ratios.csv", table, RATIO_HEADER)
+        print_table(table, RATIO_HEADER, "PBAD / mujoco.rollout")
     plot(rows, out / "scaling_n.png")
-    print(f"wrote {out}/scaling_n.csv and scaling_n.png")
+    print(f"wrote {out}/scaling_n.csv, ratios.csv and scaling_n.png")
     return 0
