@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 
 from .algebra import quat_exp, quat_log, quat_mul
-from .jit import jitable
+from .jit import inlined
 
 
-@jitable
+@inlined
 def integrate(m, q, dq, out):
     """out = q ⊕ dq (out may be q)."""
     for i in range(m.lin_q.shape[0]):
@@ -20,7 +20,7 @@ def integrate(m, q, dq, out):
         out[a], out[a + 1], out[a + 2], out[a + 3] = w / n, x / n, y / n, z / n
 
 
-@jitable
+@inlined
 def difference(m, q0, q1, out):
     """out = q1 ⊖ q0."""
     for i in range(m.lin_q.shape[0]):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .algebra import quat_mul
-from .jit import jitable
+from .jit import inlined, jitable
 
 
 @jitable
@@ -86,7 +86,7 @@ def _limit_depth(m, j, q, qref, k_l, c_l):
     return over
 
 
-@jitable
+@inlined
 def joint_terms(m, fo, q, qref, qpred, tau, g):
     """Value of the joint terms (actuation, limits, damping, armature, springs); adds their gradient to g."""
     val = 0.0
@@ -123,7 +123,7 @@ def joint_terms(m, fo, q, qref, qpred, tau, g):
     return val
 
 
-@jitable
+@inlined
 def joint_hessian(m, fo, q, qref, qpred, tau, H):
     """Adds the Hessian of :func:`joint_terms` to H (each entry's additions in the order joint_terms made them
     when it also built the Hessian)."""
