@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from ..envs.base import DEFAULT_TOL
+from ..kernels.numba.threads import LaunchChooser
 from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 CHAIN_NS = (5, 10, 20, 40, 80)
@@ -121,12 +122,14 @@ def _spider_env(n_legs, num_envs, dt, tol):
 
 def time_pbad(sim, substeps, seconds, torques=None):
     """(physics steps/s over the batch, mean LM iterations per physics step, fraction of converged steps) of
-    ``sim`` stepping ``substeps`` physics steps per call for about ``seconds`` wall seconds after one warm-up
-    call; ``torques()`` gives each call's (B, nv) generalised force (None: none)."""
+    ``sim`` stepping ``substeps`` physics steps per call for about ``seconds`` wall seconds after warm-up calls
+    that try both launches (:class:`LaunchChooser`: parallel twice, then serial twice); ``torques()`` gives each
+    call's (B, nv) generalised force (None: none)."""
     def call():
         return sim.step(None if torques is None else torques(), substeps=substeps)
 
-    call()  # loads the kernel and settles the launch choice
+    for _ in range(2 * (LaunchChooser.WARMUP + 1) + 1):  # loads (or compiles) both launches; the choice settles
+        call()
     its, ok, calls, t0 = 0.0, 0.0, 0, time.perf_counter()
     while True:
         info = call()

@@ -25,8 +25,8 @@ def inlined(fn):
     helpers that take the BodyArrays or StepConstants and run once per energy evaluation, where a call that stays a
     call passes every field of those NamedTuples (about 70 arrays): inlining these four took a 10-link chain's
     physics step from 7.0 to 6.2 µs and Spider-v3's from 13.2 to 11.6 µs (one thread, bit-identical). Small
-    helpers only: inlining every helper made the CPU compile take over ten minutes. The CUDA target keeps the call (its typing rejects the inlined IR); numba picks
-    the CPU-specific overload over the generic one."""
+    helpers only: inlining every helper made the CPU compile take over ten minutes. The CUDA target keeps the call
+    (its typing rejects the inlined IR); numba picks the CPU-specific overload over the generic one."""
     register_jitable(fn)
 
     @overload(fn, target="cpu", inline="always", strict=False)
@@ -34,6 +34,7 @@ def inlined(fn):
         return fn
 
     return fn
+
 
 _HERE = Path(__file__).resolve().parent
 # the files whose source the compiled code depends on: this package and the NumPy modules it imports constants from
