@@ -153,9 +153,9 @@ class Simulator:
 
     def __init__(self, body, dt, integrator="pbad", optimizer="lm", num_envs=1, dtype=np.float64, device="cpu",
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
-                 limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method="pgs",
-                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, backend=None,
-                 limit_damping=0.0, spring=None, spring_rest=None):
+                 limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method=LCPOptions.method,
+                 lcp_order=LCPOptions.order, lcp_iterations=LCPOptions.iterations, lcp_tol=LCPOptions.tol,
+                 lcp_omega=LCPOptions.omega, backend=None, limit_damping=0.0, spring=None, spring_rest=None):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         real_number(dt, "dt (time step in seconds)", positive=True)

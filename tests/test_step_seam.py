@@ -206,3 +206,21 @@ def test_step_substeps_is_n_single_steps_fused_or_not():
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="positive integer"):
             fused.step(tau, substeps=bad)
+
+
+def test_each_solver_default_is_written_once():
+    """The Simulator's, impulse_step's and LCPOptions.create's LCP defaults are LCPOptions' fields, and
+    SolverOptions' field defaults are what create() fills in for float64 LM: no second copy that can drift."""
+    import dataclasses
+    import inspect
+
+    from pbad_gym.integrators.impulse import impulse_step
+    from pbad_gym.integrators.options import LCPOptions, SolverOptions
+    from pbad_gym.simulator import Simulator
+
+    fields = {f.name: f.default for f in dataclasses.fields(LCPOptions)}
+    for fn in (Simulator.__init__, impulse_step, LCPOptions.create):
+        params = inspect.signature(fn).parameters
+        for name, default in fields.items():
+            assert params[f"lcp_{name}"].default == default, (fn.__qualname__, name)
+    assert SolverOptions() == SolverOptions.create(np.float64)

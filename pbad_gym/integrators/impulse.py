@@ -191,9 +191,10 @@ def _lcp_system(J, M, v_tilde, g, valid, params, dt):
 
 
 # --- the step --------------------------------------------------------------------------------------------------
-def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, *, lcp_method="pgs",
-                 lcp_order="default", lcp_iterations=50, lcp_tol=1e-9, lcp_omega=1.0, optimizer="lm", max_iter=None,
-                 tol=None, hessian="exact", kin_prev=None, kin_cur=None):
+def impulse_step(body, q_prev, q_cur, tau, dt, forces, params=None, state=None, *, lcp_method=LCPOptions.method,
+                 lcp_order=LCPOptions.order, lcp_iterations=LCPOptions.iterations, lcp_tol=LCPOptions.tol,
+                 lcp_omega=LCPOptions.omega, optimizer="lm", max_iter=None, tol=None, hessian="exact", kin_prev=None,
+                 kin_cur=None):
     """One PBAD step with impulse ground contact (docs/physics.md §5) for a batch of B trajectories.
 
     body: a Body with contact spheres. q_prev, q_cur (B, nq): q_{k−1}, q_k. tau (B, nv) generalised force.

@@ -49,8 +49,8 @@ class SolverOptions:
 
     order: int = 2
     optimizer: str = "lm"
-    max_iter: int = 50
-    tol: float = 1e-9
+    max_iter: int = _MAX_ITER["lm"][0]
+    tol: float = _TOL[np.dtype(np.float64)]
     hessian: str = "exact"
 
     def __post_init__(self):
@@ -102,8 +102,8 @@ class LCPOptions:
         object.__setattr__(self, "omega", omega)
 
     @classmethod
-    def create(cls, *, lcp_method="pgs", lcp_order="default", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-9):
-        """From the flat keyword names the Simulator and the envs use."""
+    def create(cls, *, lcp_method=method, lcp_order=order, lcp_omega=omega, lcp_iterations=iterations, lcp_tol=tol):
+        """From the flat keyword names the Simulator and the envs use (defaults: the fields')."""
         return cls(method=lcp_method, order=lcp_order, omega=lcp_omega, iterations=lcp_iterations, tol=lcp_tol)
 
     def solve_kwargs(self):
