@@ -32,6 +32,8 @@ LEGS = (4, 8, 16, 32)
 CHAIN_DTS = {"pbad": 0.01, "mujoco": 0.001}  # each engine's default step for the chains
 LEGGED_DTS = {"pbad": 0.001, "mujoco": 0.01}  # Spider-v3's converged step; Ant-v5's XML
 CONTROL_INTERVAL = 0.05  # [s] actions are held this long (Ant-v5's control interval); also the substeps per call
+WARMUP_SIM = 0.25  # [s] simulated before the timed stretch (the legged bodies have dropped onto their feet)
+MIN_WALL = 1.0  # [s] the timed stretch is replayed until this much wall time has passed
 TOL = DEFAULT_TOL[np.dtype(np.float64)]
 HEADER = ["family", "size", "dof", "engine", "dt", "tol", "batch", "threads", "physics_steps_per_s",
           "sim_seconds_per_s", "lm_iterations_per_step", "converged"]
@@ -39,7 +41,8 @@ HEADER = ["family", "size", "dof", "engine", "dt", "tol", "batch", "threads", "p
 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="small bodies, short timings (smoke test)")
-    p.add_argument("--seconds", type=float, default=2.0, help="wall seconds spent timing each case (default 2)")
+    p.add_argument("--sim-seconds", type=float, default=0.5,
+                   help="simulated seconds timed per case, after 0.25 s of warm-up (default 0.5)")
     p.add_argument("--links", type=int, nargs="+", default=None, help=f"chain lengths (default {CHAIN_NS})")
     p.add_argument("--legs", type=int, nargs="+", default=None, help=f"leg counts (default {LEGS})")
     p.add_argument("--chain-batch", type=int, default=64, help="trajectories per chain case (default 64)")
@@ -120,31 +123,42 @@ def _spider_env(n_legs, num_envs, dt, tol):
     return env
 
 
-def time_pbad(sim, substeps, seconds, torques=None):
+def time_pbad(sim, substeps, sim_seconds, torques=None, min_wall=MIN_WALL):
     """(physics steps/s over the batch, mean LM iterations per physics step, fraction of converged steps) of
-    ``sim`` stepping ``substeps`` physics steps per call for about ``seconds`` wall seconds after warm-up calls
-    that try both launches (:class:`LaunchChooser`: parallel twice, then serial twice); ``torques()`` gives each
-    call's (B, nv) generalised force (None: none)."""
-    def call():
-        return sim.step(None if torques is None else torques(), substeps=substeps)
+    ``sim`` simulating ``sim_seconds`` [s] in calls of ``substeps`` physics steps, after WARMUP_SIM seconds of warm-up
+    calls (at least five: :class:`LaunchChooser` tries the parallel launch twice, then the serial one twice, and
+    each compiles or loads on its first use). The timed stretch is replayed from the same state (and the same
+    torques) until ``min_wall`` seconds have passed, at least three times; the rate is the median. ``torques``: a
+    function of a seed giving a function that draws each call's (B, nv) generalised force (None: none). The same
+    stretch of motion on every run, so iteration counts compare between runs and code versions."""
+    def call(draw):
+        return sim.step(None if draw is None else draw(), substeps=substeps)
 
-    for _ in range(2 * (LaunchChooser.WARMUP + 1) + 1):  # loads (or compiles) both launches; the choice settles
-        call()
-    its, ok, calls, t0 = 0.0, 0.0, 0, time.perf_counter()
-    while True:
-        info = call()
-        its += float(np.mean(info["iterations"]))
-        ok += float(np.mean(info["converged"]))
-        calls += 1
+    per_call = sim.dt * substeps
+    warm = None if torques is None else torques(0)
+    for _ in range(max(2 * (LaunchChooser.WARMUP + 1) + 1, int(round(WARMUP_SIM / per_call)))):
+        call(warm)
+    start, n = sim.snapshot(), max(1, int(round(sim_seconds / per_call)))
+    rates, total = [], 0.0
+    while len(rates) < 3 or total < min_wall:
+        sim.restore(start)
+        draw = None if torques is None else torques(1)
+        its, ok, t0 = 0.0, 0.0, time.perf_counter()
+        for _ in range(n):
+            info = call(draw)
+            its += float(np.mean(info["iterations"]))
+            ok += float(np.mean(info["converged"]))
         wall = time.perf_counter() - t0
-        if wall >= seconds:
-            break
-    return sim.num_envs * calls * substeps / wall, its / (calls * substeps), ok / calls
+        rates.append(sim.num_envs * n * substeps / wall)
+        total += wall
+    return float(np.median(rates)), its / (n * substeps), ok / n
 
 
-def time_mujoco(xml, batch, threads, seconds, hold, seed=0):
-    """Physics steps/s over the batch of ``mujoco.rollout`` on the model ``xml`` from its initial state, random
-    controls in the actuators' ranges held ``hold`` steps, ``threads`` MjData; sized to take about ``seconds``."""
+def time_mujoco(xml, batch, threads, sim_seconds, hold, seed=0, min_wall=MIN_WALL):
+    """Physics steps/s over the batch of ``mujoco.rollout`` on the model ``xml``: WARMUP_SIM seconds from its
+    initial state (untimed), then ``sim_seconds`` [s] from where each trajectory got to, replayed as
+    :func:`time_pbad` does (median rate), random controls in the actuators' ranges held ``hold`` steps, ``threads``
+    MjData."""
     import mujoco
     from mujoco import rollout
 
@@ -156,19 +170,24 @@ def time_mujoco(xml, batch, threads, seconds, hold, seed=0):
     mujoco.mj_getState(model, data[0], state0, spec)
     rng = np.random.default_rng(seed)
     lo, hi = model.actuator_ctrlrange.T
+    dt = model.opt.timestep
 
-    def run(nstep):
+    def controls(nstep):
         ctrl = rng.uniform(lo, hi, (batch, -(-nstep // hold), model.nu)).repeat(hold, axis=1)[:, :nstep]
-        t0 = time.perf_counter()
-        rollout.rollout(model, data, np.tile(state0, (batch, 1)), ctrl if model.nu else None, nstep=nstep)
-        return time.perf_counter() - t0
+        return ctrl if model.nu else None
 
-    nstep = hold
-    run(nstep)  # warm-up: thread pool, allocations
-    while (wall := run(nstep)) < 0.2 * seconds:
-        nstep *= 4
-    nstep = max(hold, int(nstep * seconds / wall))
-    return batch * nstep / run(nstep)
+    warm = max(hold, int(round(WARMUP_SIM / dt)))
+    init = rollout.rollout(model, data, np.tile(state0, (batch, 1)), controls(warm), nstep=warm)[0][:, -1]
+    nstep = max(hold, int(round(sim_seconds / dt)))
+    ctrl = controls(nstep)
+    rates, total = [], 0.0
+    while len(rates) < 3 or total < min_wall:
+        t0 = time.perf_counter()
+        rollout.rollout(model, data, init, ctrl, nstep=nstep)
+        wall = time.perf_counter() - t0
+        rates.append(batch * nstep / wall)
+        total += wall
+    return float(np.median(rates))
 
 
 def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=float("nan"), converged=float("nan")):
@@ -176,7 +195,7 @@ def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=fl
     return (family, size, dof, engine, dt, tol, batch, threads, rate, rate * dt, iterations, converged)
 
 
-def chain_cases(ns, batch, threads, seconds, with_mujoco, tol=TOL):
+def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL):
     """Rows of the chain family (see the module docstring)."""
     from ..model import chain
     from ..simulator import Simulator
@@ -185,36 +204,40 @@ def chain_cases(ns, batch, threads, seconds, with_mujoco, tol=TOL):
         for engine, dt in (("pbad", CHAIN_DTS["pbad"]), ("pbad", CHAIN_DTS["mujoco"])):
             sim = Simulator(chain(n), dt=dt, num_envs=batch, backend="numba", tol=tol)
             substeps = int(round(CONTROL_INTERVAL / dt))
-            yield _row("chain", n, n, engine, dt, tol, batch, threads, *time_pbad(sim, substeps, seconds))
+            yield _row("chain", n, n, engine, dt, tol, batch, threads, *time_pbad(sim, substeps, sim_seconds))
         if with_mujoco:
             dt = CHAIN_DTS["mujoco"]
-            rate = time_mujoco(chain_xml(n, dt), batch, threads, seconds, hold=1)
+            rate = time_mujoco(chain_xml(n, dt), batch, threads, sim_seconds, hold=1)
             yield _row("chain", n, n, "mujoco implicitfast", dt, float("nan"), batch, threads, rate)
 
 
 def _random_torques(env, seed):
-    """A function drawing (B, nv) joint torques: the env's gears times U(−1, 1) on its actuated DOFs."""
-    rng = np.random.default_rng(seed)
+    """A function of a seed giving a function that draws (B, nv) joint torques: the env's gears times U(−1, 1)
+    on its actuated DOFs (the same sequence for the same seeds)."""
+    def start(stretch):
+        rng = np.random.default_rng((seed, stretch))
 
-    def torques():
-        tau = np.zeros((env.num_envs, env.body.nv))
-        tau[:, env.actuated] = env.gear * rng.uniform(-1.0, 1.0, (env.num_envs, len(env.actuated)))
-        return tau
-    return torques
+        def torques():
+            tau = np.zeros((env.num_envs, env.body.nv))
+            tau[:, env.actuated] = env.gear * rng.uniform(-1.0, 1.0, (env.num_envs, len(env.actuated)))
+            return tau
+        return torques
+    return start
 
 
-def legged_cases(legs, batch, threads, seconds, with_mujoco, tol=TOL, seed=0):
+def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0):
     """Rows of the Spider-like family (see the module docstring)."""
     for n_legs in legs:
         dof = 6 + 2 * n_legs
         for dt in (LEGGED_DTS["pbad"], LEGGED_DTS["mujoco"]):
             env = _spider_env(n_legs, batch, dt, tol)
             yield _row("legged", n_legs, dof, "pbad", dt, tol, batch, threads,
-                       *time_pbad(env.sim, env.frame_skip, seconds, _random_torques(env, seed)))
+                       *time_pbad(env.sim, env.frame_skip, sim_seconds, _random_torques(env, seed)))
             env.close()
         if with_mujoco:
             dt = LEGGED_DTS["mujoco"]
-            rate = time_mujoco(legged_xml(n_legs), batch, threads, seconds, hold=int(round(CONTROL_INTERVAL / dt)))
+            rate = time_mujoco(legged_xml(n_legs), batch, threads, sim_seconds,
+                               hold=int(round(CONTROL_INTERVAL / dt)))
             yield _row("legged", n_legs, dof, "mujoco rk4 (Ant-v5 XML)", dt, float("nan"), batch, threads, rate)
 
 
@@ -282,6 +305,8 @@ def ratios(rows):
 def run(args):
     from tqdm import tqdm
 
+    if not args.sim_seconds > 0:
+        raise ValueError(f"--sim-seconds must be positive, got {args.sim_seconds}")
     if not 0 < args.tol < 1:
         raise ValueError(f"--tol must be in (0, 1) rad, got {args.tol}")
     if args.threads < 1:
@@ -294,11 +319,12 @@ def run(args):
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     ns = args.links or ((5, 10) if args.quick else CHAIN_NS)
     legs = args.legs or ((4, 6) if args.quick else LEGS)
-    seconds = 0.3 if args.quick else args.seconds
+    seconds = 0.1 if args.quick else args.sim_seconds
     chain_batch, legged_batch = (8, 8) if args.quick else (args.chain_batch, args.legged_batch)
     with_mujoco = not args.no_mujoco and mujoco_available()
     out = out_dir(args.out, "scaling_n")
-    print(f"pbad-bench scaling-n on {machine()}, {stamp()}; {args.threads} threads, {seconds} s per case, "
+    print(f"pbad-bench scaling-n on {machine()}, {stamp()}; {args.threads} threads, {seconds} simulated s per case "
+          f"after {WARMUP_SIM} s, "
           f"tol {args.tol:g} rad"
           f"{'' if with_mujoco else ' (MuJoCo not measured)'}")
     per_body = 2 + with_mujoco
