@@ -21,7 +21,8 @@ class Link:
     name: unique name. parent: index of the parent link, -1 for the world. joint: the joint to the parent.
     placement: (rotation (3,3), translation (3,)) of the joint frame in the parent link frame; the link frame is
     the joint frame moved by the joint. shapes: solids giving mass moments and contact spheres unless ``mass``,
-    ``com`` and ``inertia`` (about the com, link frame) are given directly. contact_spheres: optional explicit
+    ``com`` and ``inertia`` (about the com, link frame) are given directly; ``mass=0`` with zero com and inertia
+    makes a massless frame between two joints (the body as a whole must have mass). contact_spheres: optional explicit
     list of (centre (3,), radius) in the link frame.
     """
 
@@ -50,9 +51,11 @@ class Link:
                 s - m * np.outer(self.com, self.com))
         self.com = np.zeros(3) if self.com is None else np.asarray(self.com, float).reshape(3)
         self.inertia = np.asarray(self.inertia, float).reshape(3, 3)
-        if not self.mass > 0:
+        if self.mass == 0 and not (np.any(self.com) or np.any(self.inertia)):
+            pass  # a massless frame between joints (MJCF bodies with several joints); a body needs mass elsewhere
+        elif not self.mass > 0:
             raise ValueError(f"link {self.name!r}: mass must be positive, got {self.mass}")
-        if not np.allclose(self.inertia, self.inertia.T) or np.linalg.eigvalsh(self.inertia).min() <= 0:
+        elif not np.allclose(self.inertia, self.inertia.T) or np.linalg.eigvalsh(self.inertia).min() <= 0:
             raise ValueError(f"link {self.name!r}: inertia must be symmetric positive definite")
         if self.contact_spheres is None:
             self.contact_spheres = [s for sh in self.shapes for s in sh.contact_spheres()]
@@ -99,6 +102,8 @@ class Body:
         self.depth = self._depths()
         self._index_maps()
         self._topology()
+        if not self.total_mass > 0:
+            raise ValueError(f"body {name!r}: its links have no mass")
 
     # --- construction helpers -----------------------------------------------------------------------------
     def _depths(self):
