@@ -25,6 +25,8 @@ impulse beyond μ·F_n over the total friction impulse) rides along.
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 import time
 
 import numpy as np
@@ -48,6 +50,11 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="reset and action seed (default 0)")
 
 
+def _keywords(cls):
+    """Keyword arguments of ``cls``'s constructor and of the constructors it forwards them to."""
+    return {p for c in cls.__mro__ if "__init__" in vars(c) for p in inspect.signature(c.__init__).parameters}
+
+
 def _make(env_id, dt, rows, **kwargs):
     """A native vector env of ``env_id`` (further ``kwargs``) with physics step ``dt`` (None: its own) and the
     control interval kept at 0.05 s; no termination, no time limit."""
@@ -55,7 +62,12 @@ def _make(env_id, dt, rows, **kwargs):
 
     import pbad_gym  # noqa: F401  (registers the ids)
 
-    kwargs.update(terminate_when_unhealthy=False, max_episode_steps=None)
+    spec = gymnasium.spec(f"pbad_gym/{env_id}")
+    module, name = spec.vector_entry_point.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    if "terminate_when_unhealthy" in _keywords(cls):  # (HalfCheetah has no termination to turn off)
+        kwargs.update(terminate_when_unhealthy=False)
+    kwargs.update(max_episode_steps=None)
     if dt is not None:
         kwargs.update(dt=dt, frame_skip=max(1, int(round(CONTROL / dt))))
     env = gymnasium.make_vec(f"pbad_gym/{env_id}", num_envs=rows, vectorization_mode="vector_entry_point",

@@ -215,7 +215,9 @@ def from_mjcf(source) -> Body:
     (density [kg/m³], viscosity [Pa s]: MuJoCo's fluid options, which this Body does not apply), ``body_frames``
     (MJCF body name -> (link index, R (3, 3), t (3,)): the body's frame in that link's frame), ``contact_mu``
     (per contact sphere, in :meth:`Body.contact_points` order: the larger of its geom's and the floor's sliding
-    friction, MuJoCo's rule), ``joint_names`` and ``actuator_names``.
+    friction, MuJoCo's rule), ``contact_body`` (per contact sphere: its MJCF body id), ``n_mjcf_bodies`` (MuJoCo's
+    nbody, the world included), ``joint_names`` and ``actuator_names``; with a floor, ``feet`` ([]: the renderer
+    draws the ground).
 
     Refused, by name: tendons, equality constraints, mocap bodies, flexes, frictionloss, limits on ball joints,
     actuators other than joint motors (with forcerange), a floor that is not one horizontal plane, static geoms
@@ -228,7 +230,7 @@ def from_mjcf(source) -> Body:
     _refuse(m, what)
     ground, floor = _ground(m, what)
     links, link_of, frame_of = [], {0: -1}, {0: (np.eye(3), np.zeros(3))}
-    body_frames, segments, spheres, sphere_mu = {}, [], [], {}
+    body_frames, segments, spheres, per_sphere = {}, [], [], {}
     for b in range(1, m.nbody):
         parent = m.body_parentid[b]
         bname = _name(m, mujoco.mjtObj.mjOBJ_BODY, b, f"body{b}")
@@ -262,7 +264,7 @@ def from_mjcf(source) -> Body:
                 new = _geom_spheres(m, g, frame_of[b], what)
                 link.contact_spheres = link.contact_spheres + new
                 mu = max(ground.mu, float(m.geom_friction[g, 0]))
-                sphere_mu[link_of[b]] = sphere_mu.get(link_of[b], []) + [mu] * len(new)
+                per_sphere.setdefault(link_of[b], []).extend([(mu, b)] * len(new))
     if not links:
         raise ValueError(f"{what}: the model has no moving bodies")
     spring = np.zeros(m.nv)
@@ -276,11 +278,15 @@ def from_mjcf(source) -> Body:
         "qpos0": np.array(m.qpos0), "spring": spring, "spring_rest": np.array(m.qpos_spring),
         "ground": ground, "gravity": np.array(m.opt.gravity), "timestep": float(m.opt.timestep),
         "medium": (float(m.opt.density), float(m.opt.viscosity)), "body_frames": body_frames,
-        "contact_mu": np.array([mu for i in range(len(links)) for mu in sphere_mu.get(i, [])]),
+        "contact_mu": np.array([mu for i in range(len(links)) for mu, _ in per_sphere.get(i, [])]),
+        "contact_body": np.array([b for i in range(len(links)) for _, b in per_sphere.get(i, [])], dtype=np.int64),
+        "n_mjcf_bodies": int(m.nbody),
         "joint_names": [_name(m, mujoco.mjtObj.mjOBJ_JOINT, j, f"joint{j}") for j in range(m.njnt)],
         "actuator_names": [_name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, a, f"actuator{a}") for a in range(m.nu)],
         "segments": segments, "spheres": spheres,
     }
+    if ground is not None:
+        meta["feet"] = []
     return Body(links, name=_model_name(m, what), meta=meta)
 
 
