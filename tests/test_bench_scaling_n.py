@@ -48,6 +48,7 @@ def test_chain_mjcf_has_pbad_chains_mass_matrix():
 def test_legged_mjcf_is_ant_v5_with_more_legs():
     mujoco = pytest.importorskip("mujoco")
     gymnasium = pytest.importorskip("gymnasium")
+    pytest.importorskip("imageio")  # Gymnasium's MuJoCo envs import it
     from pbad_gym.bench.scaling_n import legged_xml
 
     ant = gymnasium.make("Ant-v5").unwrapped.model

@@ -23,6 +23,7 @@ CLASSES = [HopperVectorEnv, Walker2dVectorEnv, HalfCheetahVectorEnv, AntVectorEn
 
 @pytest.mark.parametrize("env_id", sorted(PEERS))
 def test_check_env_and_the_v5_peers_spaces_and_info(env_id):
+    pytest.importorskip("imageio")  # Gymnasium's MuJoCo envs import it (the mujoco extra; mjcf alone lacks it)
     env, peer = gym.make(env_id), gym.make(PEERS[env_id])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
