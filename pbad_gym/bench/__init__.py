@@ -18,4 +18,5 @@ BENCHMARKS = {
     "contact": "pbad_gym.bench.contact",
     "threads": "pbad_gym.bench.threads",
     "scaling-n": "pbad_gym.bench.scaling_n",
+    "learnability": "pbad_gym.bench.learnability",
 }

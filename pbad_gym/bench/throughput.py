@@ -1,8 +1,9 @@
-"""Environment throughput: env-steps/s and simulated seconds per wall second of the Swimmer and the Spider for
-num_envs in {1, 16, 64, 256, 1024} under uniformly random actions (native vector envs on CPU, for each step
-backend: ``--backends numpy numba``), and — when the optional ``mujoco`` extra is installed — Gymnasium's
-Swimmer-v5 and Ant-v5 in the same run (one env, and ``make_vec(..., vectorization_mode="sync")`` with 16 envs),
-compared as ratios.
+"""Environment throughput: env-steps/s and simulated seconds per wall second of the Swimmer, the Spider and the
+MJCF robots (Hopper-v0, Walker2d-v0, HalfCheetah-v0, Ant-v0) for num_envs in {1, 16, 64, 256, 1024} under uniformly
+random actions (native vector envs on CPU, for each step backend: ``--backends numpy numba``), and — when the
+optional ``mujoco`` extra is installed — each one's Gymnasium v5 peer in the same run (one env,
+``make_vec(..., vectorization_mode="sync")`` with 16 envs, and ``mujoco.rollout`` of random-control trajectories at
+the largest batch up to 256 with ``--threads`` threads, by default the numba kernel's), compared as ratios.
 
 ``--workloads`` times instead the loops RL users run, side by side with their MuJoCo peers in one run (issue 11's
 table): a CMA-ES Swimmer iteration (20 candidates x 1000 steps), PPO-style stepping (10k env steps on 16 envs) of
@@ -25,7 +26,9 @@ from .common import machine, mujoco_available, out_dir, print_table, stamp, writ
 BATCHES = (1, 16, 64, 256, 1024)
 PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"),
          ("Swimmer-v1", "pbad_gym/Swimmer-v1", "Swimmer-v5"), ("Spider-v1", "pbad_gym/Spider-v1", "Ant-v5"),
-         ("Spider-v2", "pbad_gym/Spider-v2", "Ant-v5"), ("Spider-v3", "pbad_gym/Spider-v3", "Ant-v5"))
+         ("Spider-v2", "pbad_gym/Spider-v2", "Ant-v5"), ("Spider-v3", "pbad_gym/Spider-v3", "Ant-v5"),
+         ("Hopper", "pbad_gym/Hopper-v0", "Hopper-v5"), ("Walker2d", "pbad_gym/Walker2d-v0", "Walker2d-v5"),
+         ("HalfCheetah", "pbad_gym/HalfCheetah-v0", "HalfCheetah-v5"), ("Ant-v0", "pbad_gym/Ant-v0", "Ant-v5"))
 SEED_PAPER_STEPS_PER_S = 20 * 1000 / 12.0  # PBAD paper: 20 swimmer trajectories x 1000 steps in 12 s per iteration
 
 
@@ -40,7 +43,9 @@ def add_arguments(p):
                    help="step backends of the pbad_gym envs (default: numpy and, when it imports, numba)")
     p.add_argument("--workloads", action="store_true",
                    help="time the RL workloads of issue 11 against their MuJoCo peers instead of the num_envs sweep")
-    p.add_argument("--threads", type=int, default=2, help="threads of mujoco.rollout in --workloads (default 2)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads of mujoco.rollout (default: the numba kernel's thread count, so both engines use "
+                        "the same threads)")
     p.add_argument("--compile-time", action="store_true",
                    help="with --workloads: also time the numba kernel's first compile (minutes) and cached load")
 
@@ -120,6 +125,26 @@ def time_mujoco(env_id, batch, seconds, seed=0):
     return rate, dt
 
 
+def _rollout_threads(args) -> int:
+    """mujoco.rollout's threads: ``--threads``, else the numba kernel's own thread count."""
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be a positive integer, got {args.threads}")
+        return args.threads
+    try:
+        import numba
+    except ImportError:
+        return 1
+    return numba.get_num_threads()
+
+
+def time_rollout_for(env_id, n_traj, seconds, threads):
+    """env-steps/s of :func:`time_rollout` with ``n_traj`` trajectories, their length chosen (from a short first
+    rollout) so that the timed one lasts about ``seconds``."""
+    probe = time_rollout(env_id, n_traj, 10, threads)
+    return time_rollout(env_id, n_traj, max(10, int(probe * seconds / n_traj)), threads)
+
+
 def run(args):
     import matplotlib
 
@@ -129,8 +154,9 @@ def run(args):
     out = out_dir(args.out, "throughput")
     batches = tuple(args.batches) if args.batches else ((1, 16, 64) if args.quick else BATCHES)
     seconds = 0.5 if args.quick else args.seconds
+    threads = _rollout_threads(args)
     if args.workloads:
-        return run_workloads(args, out)
+        return run_workloads(args, out, threads)
     backends = _backends(args)
     print(f"pbad-bench throughput on {machine()}, {stamp()}; {seconds:g} s per case, random actions, float64, "
           f"backends {', '.join(backends)}")
@@ -155,6 +181,13 @@ def run(args):
                 rows.append((mid, "mujoco" if b == 1 else "mujoco sync", b, rate, rate * dt, dt, 0.0, 0))
                 print(f"  {mid:8s} mujoco num_envs {b:5d}: {rate:10.0f} env-steps/s  {rate * dt:9.1f} sim-s/s",
                       flush=True)
+            if (mid, "rollout") not in ref:  # mujoco.rollout at the largest batch (up to 256), same threads
+                b = min(max(batches), 256)
+                rate = ref[(mid, "rollout")] = time_rollout_for(mid, b, seconds, threads)
+                dt = [x for x in rows if x[0] == mid][0][5]
+                rows.append((mid, f"mujoco.rollout {threads} thr", b, rate, rate * dt, dt, 0.0, 0))
+                print(f"  {mid:8s} mujoco.rollout {threads} thr num_envs {b:5d}: {rate:10.0f} env-steps/s", flush=True)
+            ref[(name, "rollout")] = ref[(mid, "rollout")]
     header = ["env", "engine", "num_envs", "env_steps_per_s", "sim_s_per_wall_s", "dt_s", "mean_lm_iterations",
               "max_lm_iterations"]
     write_csv(out / "throughput.csv", rows, header)
@@ -168,11 +201,12 @@ def run(args):
                 line = [name, r[1], r[2], r[3]]
                 if have_mj:
                     line += [r[3] / ref[(name, 1)], r[3] / ref[(name, 16)],
-                             r[4] / (ref[(name, 1)] * [x for x in rows if x[0] == mid][0][5])]
+                             r[4] / (ref[(name, 1)] * [x for x in rows if x[0] == mid][0][5]),
+                             r[3] / ref[(name, "rollout")]]
                 ratio_rows.append(tuple(line))
     rh = ["env", "engine", "num_envs", "env-steps/s"]
     if have_mj:
-        rh += ["/ MuJoCo 1 env", "/ MuJoCo sync 16", "sim-s/s / MuJoCo 1 env"]
+        rh += ["/ MuJoCo 1 env", "/ MuJoCo sync 16", "sim-s/s / MuJoCo 1 env", f"/ mujoco.rollout {threads} thr"]
     write_csv(out / "ratios.csv", ratio_rows, rh)
     print_table(ratio_rows, rh, "PBAD vs Gymnasium MuJoCo (Swimmer-v5 for the Swimmer, Ant-v5 for the Spider)"
                 if have_mj else "PBAD (mujoco extra not installed: no MuJoCo reference)")
@@ -198,6 +232,8 @@ def run(args):
         if have_mj:
             ax.axhline(ref[(name, 1)], color="C1", ls="--", label=f"{mid} (MuJoCo), 1 env")
             ax.axhline(ref[(name, 16)], color="C2", ls=":", label=f"{mid} (MuJoCo), sync 16 envs")
+            ax.axhline(ref[(name, "rollout")], color="C4", ls="--",
+                       label=f"{mid}, mujoco.rollout {threads} threads")
         if name == "Swimmer":
             ax.axhline(10 * SEED_PAPER_STEPS_PER_S, color="C3", ls="-.", label="10 x PBAD paper (1,700/s)")
         ax.set(xscale="log", yscale="log", xlabel="num_envs", ylabel="env-steps/s", title=f"{name}, random actions")
@@ -291,7 +327,7 @@ def kernel_load_times(compile_too=False):
     return compile_s, first_step()
 
 
-def run_workloads(args, out):
+def run_workloads(args, out, threads):
     """Issue 11's table: each pbad_gym workload per backend beside its MuJoCo peer, from one run."""
     quick = args.quick
     backends = _backends(args)
@@ -334,8 +370,8 @@ def run_workloads(args, out):
             add(f"env-steps/s {key}, 1 env", f"{mid} 1 env", time_mujoco(mid, 1, rate_seconds)[0], "1/s")
         if have_mj and key in ("Swimmer", "Spider-v3"):  # per simulated second: both envs step 0.05 s
             n_traj = 64 if quick else 256
-            add(f"env-steps/s {key}, {n_traj} envs", f"{mid} rollout {args.threads} thr",
-                time_rollout(mid, n_traj, 100 if quick else 1000, args.threads), "1/s")
+            add(f"env-steps/s {key}, {n_traj} envs", f"{mid} rollout {threads} thr",
+                time_rollout(mid, n_traj, 100 if quick else 1000, threads), "1/s")
     if "numba" in backends and args.compile_time:
         compile_s, load_s = kernel_load_times(compile_too=True)
         for k, entry in enumerate(("serial (1 env)", "parallel (16)")):
