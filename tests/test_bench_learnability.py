@@ -26,13 +26,15 @@ def test_quick_run_trains_and_evaluates_each_learner_on_the_pbad_env(tmp_path):
     dt10 = _rows(tmp_path / "learnability" / "dt10.csv")  # each policy replayed at Δt 0.001 s and 0.0001 s
     assert [r["learner"] for r in dt10] == ["cmaes", "ppo"]
     assert all(float(r["dt_s"]) == 0.001 and np.isfinite(float(r["distance_dt10"])) for r in dt10)
-    assert bench_main(["learnability", "--quick", "--dt10-only", "--out", str(tmp_path)]) == 0  # from the csv
+    (tmp_path / "learnability" / "curves.png").unlink()
+    assert bench_main(["learnability", "--quick", "--report", "--dt10", "--out", str(tmp_path)]) == 0  # from the csv
     assert _rows(tmp_path / "learnability" / "dt10.csv") == dt10
+    assert (tmp_path / "learnability" / "curves.png").stat().st_size > 0  # redrawn from the run folders
 
 
-def test_dt10_only_needs_an_earlier_table(tmp_path):
+def test_report_needs_an_earlier_table(tmp_path):
     with pytest.raises(ValueError, match="learnability.csv"):
-        bench_main(["learnability", "--dt10-only", "--out", str(tmp_path)])
+        bench_main(["learnability", "--report", "--out", str(tmp_path)])
 
 
 def test_quick_run_beside_the_mujoco_peer_writes_ratios(tmp_path):
@@ -54,9 +56,17 @@ def test_ratio_rows_divide_pbad_by_mujoco_means_over_seeds():
     table = [row("PBAD", 0, 100.0, 1.0, 0.0, 10.0), row("PBAD", 1, 300.0, 3.0, 1.0, 30.0),
              row("MuJoCo", 0, 400.0, 4.0, 0.5, 5.0)]
     (r,) = ratio_rows(table)
-    assert r[:2] == ("Hopper", "ppo")
-    assert r[2:5] == (200.0, 400.0, 0.5) and r[5:8] == (2.0, 4.0, 0.5)
-    assert r[8:] == (0.5, 0.5, 4.0)
+    assert r[:3] == ("Hopper", "ppo", 2)
+    assert r[3:6] == (200.0, 400.0, 0.5) and r[6:9] == (2.0, 4.0, 0.5)
+    assert r[9:] == (0.5, 0.5, 4.0)
+
+
+def test_ratio_over_a_non_positive_peer_figure_is_undefined():
+    def row(engine, ret, dist):
+        return ["Ant", engine, "id", "cmaes", 0, 100, 1.0, ret, dist, 0.0, 10.0, "dir"]
+
+    (r,) = ratio_rows([row("PBAD", -300.0, 0.5), row("MuJoCo", -200.0, -0.2)])
+    assert np.isnan(r[5]) and np.isnan(r[8])  # -300 / -200 would read as PBAD 1.5x better
 
 
 @pytest.mark.parametrize("flag", ["--ppo-steps", "--cma-iterations"])

@@ -13,8 +13,11 @@ Each trained policy (the run's best for the project's trainers, the last for SB3
 reset seeds, deterministically, for one episode each (up to v5's 1000 steps): mean return, forward distance and
 the share of episodes that fell (terminated). The ratios PBAD / MuJoCo of those are the learnability comparison.
 
-Writes results/learnability/learnability.csv (one row per run), curves.png (training return against env steps,
-PBAD beside MuJoCo, one panel per robot and learner) and the run folders under runs/.
+Writes results/learnability/learnability.csv (one row per run), ratios.csv (PBAD / MuJoCo of the means over the
+seeds), curves.png (training return against env steps, PBAD beside MuJoCo, one panel per robot and learner) and the
+run folders under runs/. ``--dt10`` also replays each PBAD policy of the project's trainers at Δt/10 (dt10.csv).
+``--report`` trains nothing and rebuilds those files from a learnability.csv already in ``--out`` (for instance
+the rows of runs with different ``--seeds`` concatenated).
 """
 from __future__ import annotations
 
@@ -46,8 +49,9 @@ def add_arguments(p):
     p.add_argument("--no-mujoco", action="store_true", help="train on the PBAD envs only")
     p.add_argument("--dt10", action="store_true",
                    help="also replay each PBAD policy of the project's trainers at Δt/10 (the gait's convergence)")
-    p.add_argument("--dt10-only", action="store_true",
-                   help="train nothing: run the Δt/10 replay on the runs of an earlier learnability.csv in --out")
+    p.add_argument("--report", action="store_true",
+                   help="train nothing: rebuild ratios.csv and curves.png (and with --dt10 the replay) from the "
+                        "learnability.csv in --out, e.g. the rows of several runs' tables concatenated")
 
 
 def _positive(args):
@@ -149,8 +153,7 @@ def run_one(robot, engine, env_id, learner, seed, args, runs):
         run_dir, rows = _train(project_config(learner, env_id, seed, args), runs)
         policy, wall, steps = load_policy(run_dir), float(rows[-1]["wall_time"]), int(rows[-1]["env_steps"])
     ev = evaluate_policy(policy, EnvConfig(id=env_id), 2 if args.quick else EVAL_EPISODES, EVAL_SEED)
-    y = "return_best" if learner == "cmaes" else "return_mean"
-    curve = [(int(r["env_steps"]), float(r[y])) for r in rows if r.get(y) not in (None, "")]
+    curve = _curve(rows, learner)
     row = [robot, engine, env_id, learner, seed, steps, round(wall, 1), ev["return"], ev["distance"],
            ev["terminated"], ev["length"], str(run_dir)]
     print(f"  {robot:11s} {engine:6s} {learner:8s} seed {seed}: {steps:8d} env steps in {wall:7.1f} s; eval return "
@@ -159,18 +162,20 @@ def run_one(robot, engine, env_id, learner, seed, args, runs):
 
 
 def ratio_rows(table):
-    """PBAD / MuJoCo of the mean eval return and distance over the seeds, per robot and learner."""
+    """PBAD / MuJoCo of the mean eval return and distance over the seeds, per robot and learner: rows of (robot,
+    learner, seeds, return PBAD, return MuJoCo, ratio, distance PBAD, distance MuJoCo, ratio, fell PBAD,
+    fell MuJoCo, wall ratio)."""
     out = []
     for robot in PAIRS:
         for learner in LEARNERS:
             sel = {e: [r for r in table if r[0] == robot and r[3] == learner and r[1] == e] for e in ("PBAD", "MuJoCo")}
             if not sel["PBAD"] or not sel["MuJoCo"]:
                 continue
-            m = {e: (np.mean([r[7] for r in rs]), np.mean([r[8] for r in rs]), np.mean([r[9] for r in rs]),
-                     np.mean([r[6] for r in rs])) for e, rs in sel.items()}
-            out.append((robot, learner, m["PBAD"][0], m["MuJoCo"][0], _ratio(m["PBAD"][0], m["MuJoCo"][0]),
-                        m["PBAD"][1], m["MuJoCo"][1], _ratio(m["PBAD"][1], m["MuJoCo"][1]), m["PBAD"][2],
-                        m["MuJoCo"][2], _ratio(m["PBAD"][3], m["MuJoCo"][3])))
+            # columns of a table row: 6 wall_s, 7 eval_return, 8 eval_distance, 9 eval_terminated
+            (rp, dp, fp, wp), (rm, dm, fm, wm) = ([np.mean([r[c] for r in sel[e]]) for c in (7, 8, 9, 6)]
+                                                  for e in ("PBAD", "MuJoCo"))
+            out.append((robot, learner, len(sel["PBAD"]), rp, rm, _ratio(rp, rm), dp, dm, _ratio(dp, dm), fp, fm,
+                        _ratio(wp, wm)))
     return out
 
 
@@ -251,10 +256,8 @@ def _plot(curves, png):
 def run(args):
     _positive(args)
     out = out_dir(args.out, "learnability")
-    if args.dt10_only:
-        if not (out / "learnability.csv").exists():
-            raise ValueError(f"--dt10-only needs an earlier run's {out / 'learnability.csv'}")
-        return _write_dt10(out, _read_table(out / "learnability.csv"), args.quick)
+    if args.report:
+        return report(out, args)
     runs = out / "runs"
     robots = ["Hopper"] if args.quick and args.robots is None else (args.robots or list(PAIRS))
     learners = list(args.learners or LEARNERS)
@@ -279,16 +282,47 @@ def run(args):
                     table.append(row)
                     curves[(robot, engine, learner, seed)] = curve
                     write_csv(out / "learnability.csv", table, HEADER)  # after every run: a long run keeps its rows
+    _write_tables(out, table, curves)
+    return _write_dt10(out, table, args.quick) if args.dt10 else 0
+
+
+def report(out, args):
+    """``--report``: the tables and plot (and with ``--dt10`` the replay) of the learnability.csv in ``out``."""
+    if not (out / "learnability.csv").exists():
+        raise ValueError(f"--report needs an earlier run's {out / 'learnability.csv'}")
+    table = _read_table(out / "learnability.csv")
+    curves = {}
+    for r in table:
+        metrics = Path(r[11]) / "metrics.csv"
+        if metrics.exists():
+            curves[(r[0], r[1], r[3], r[4])] = _curve(_read_dicts(metrics), r[3])
+    _write_tables(out, table, curves)
+    return _write_dt10(out, table, args.quick) if args.dt10 else 0
+
+
+def _write_tables(out, table, curves):
     print_table([r[:-1] for r in table], HEADER[:-1], "Learnability (evaluation on 16 unseen reset seeds)")
     ratios = ratio_rows(table)
     if ratios:
-        rh = ["robot", "learner", "return PBAD", "return MuJoCo", "return ratio", "distance PBAD",
+        rh = ["robot", "learner", "seeds", "return PBAD", "return MuJoCo", "return ratio", "distance PBAD",
               "distance MuJoCo", "distance ratio", "fell PBAD", "fell MuJoCo", "wall PBAD/MuJoCo"]
         write_csv(out / "ratios.csv", ratios, rh)
-        print_table(ratios, rh, "PBAD / MuJoCo v5 under the same learner and budget")
+        print_table(ratios, rh, "PBAD / MuJoCo v5 under the same learner and budget (means over the seeds)")
     _plot(curves, out / "curves.png")
     print(f"wrote {out}/learnability.csv, ratios.csv and curves.png")
-    return _write_dt10(out, table, args.quick) if args.dt10 else 0
+
+
+def _curve(rows, learner):
+    """(env steps, return) points of a training log: CMA-ES's best-so-far, PPO's mean training return."""
+    y = "return_best" if learner == "cmaes" else "return_mean"
+    return [(int(float(r["env_steps"])), float(r[y])) for r in rows if r.get(y) not in (None, "")]
+
+
+def _read_dicts(path):
+    import csv
+
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def _write_dt10(out, table, quick):
