@@ -46,3 +46,27 @@ def normalize(body, q):
         qq = q[:, body.quat_q]
         out[:, body.quat_q] = qq / xp.sqrt(xp.sum(qq * qq, -1, keepdims=True))
     return out
+
+
+def tangent_cotangent(body, q, c):
+    """A cotangent c (B, nq) on configuration coordinates as one on the tangent space at q (B, nv): g with
+    g·δ = c·(q ⊕ δ − q) to first order (quaternions: ½ vec(q* ⊗ c), the part of c along q dropping out)."""
+    xp = xp_of(q, c)
+    g = xp.zeros(q.shape[:-1] + (body.nv,), dtype=q.dtype)
+    g[:, body.lin_v] = c[:, body.lin_q]
+    if len(body.quat_q):
+        g[:, body.quat_v] = 0.5 * quat_mul(quat_conj(q[:, body.quat_q]), c[:, body.quat_q])[..., 1:]
+    return g
+
+
+def coordinate_cotangent(body, q, g):
+    """The inverse of :func:`tangent_cotangent` on the tangent plane: c (B, nq) from g (B, nv) at q (B, nq)
+    (quaternions: 2 q ⊗ (0, g), orthogonal to q)."""
+    xp = xp_of(q, g)
+    c = xp.zeros_like(q)
+    c[:, body.lin_q] = g[:, body.lin_v]
+    if len(body.quat_q):
+        w = g[:, body.quat_v]
+        pure = xp.concatenate([xp.zeros_like(w[..., :1]), w], -1)
+        c[:, body.quat_q] = 2.0 * quat_mul(q[:, body.quat_q], pure)
+    return c

@@ -1,0 +1,128 @@
+"""Gradients through the simulator: differentiable rollouts of the order-2 PBAD step in torch (docs/gradients.md).
+
+Forward runs the NumPy engine on the host, row by row as :class:`~pbad_gym.Simulator` does; backward is one linear
+solve per step and trajectory with the step's own Hessian (the implicit-function theorem,
+:mod:`pbad_gym.integrators.adjoint`). Needs the ``rl`` extra (torch).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .arrays import to_numpy
+from .integrators.adjoint import check_differentiable, step_vjp
+from .integrators.pbad import prepare_step, solve_step_in_cone
+from .kinematics import coordinate_cotangent, tangent_cotangent
+
+NONCONVERGED = ("raise", "mask")
+
+
+@dataclasses.dataclass
+class _Spec:
+    body: object
+    forces: object
+    dt: float
+    options: object
+    nonconverged: str
+    info: dict
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError("pbad_gym.diff needs torch: pip install 'pbad_gym[rl]'") from err
+    return torch
+
+
+def rollout(sim, tau, q=None, q_prev=None, *, nonconverged="raise", info=None):
+    """Configurations (T, B, nq) after each of T order-2 PBAD steps of ``sim`` under generalised forces ``tau``
+    (T, B, nv) [N m or N], differentiable with respect to ``tau`` and the initial configurations.
+
+    Starts from the Simulator's current state (q_k, q_{k−1}) unless torch tensors ``q`` and ``q_prev`` (B, nq) are
+    given (make them require grad for initial-state gradients; the state velocity is (q ⊖ q_prev)/Δt). The
+    Simulator itself is left unchanged. The result has tau's dtype and device; the physics runs in float64.
+
+    nonconverged: what a step whose solver did not converge does to the gradient — "raise" (RuntimeError naming
+    the step and rows) or "mask" (no gradient flows through those rows of that step; ``info["masked"]`` counts
+    them when a dict ``info`` is given).
+    """
+    torch = _torch()
+    if nonconverged not in NONCONVERGED:
+        raise ValueError(f"nonconverged must be one of {NONCONVERGED}, got {nonconverged!r}")
+    if sim.integrator != "pbad" or sim.options.order != 2 or sim.contact_model != "penalty":
+        raise ValueError("gradients need the order-2 PBAD step (integrator='pbad', order=2, contact_model='penalty')")
+    check_differentiable(sim.body, sim.forces)
+    if not torch.is_tensor(tau) or tau.ndim != 3 or tuple(tau.shape[1:]) != (sim.num_envs, sim.body.nv):
+        raise ValueError(f"tau must be a torch tensor of shape (T, {sim.num_envs}, {sim.body.nv}), got "
+                         f"{getattr(tau, 'shape', type(tau).__name__)}")
+    if (q is None) != (q_prev is None):
+        raise ValueError("pass both q and q_prev, or neither (then the Simulator's state is used)")
+    if q is None:
+        q = torch.as_tensor(np.array(to_numpy(sim.state.q)), dtype=tau.dtype, device=tau.device)
+        q_prev = torch.as_tensor(np.array(to_numpy(sim.state.q_prev)), dtype=tau.dtype, device=tau.device)
+    info = {} if info is None else info
+    info.setdefault("masked", 0)
+    spec = _Spec(sim.body, sim.forces, sim.dt, sim.options, nonconverged, info)
+    out = []
+    for t in range(tau.shape[0]):
+        q_next = _Step.apply(q_prev, q, tau[t], spec, t)
+        q_prev, q = q, q_next
+        out.append(q_next)
+    return torch.stack(out)
+
+
+def _host(x):
+    return x.detach().cpu().numpy().astype(np.float64)
+
+
+class _StepFunction:
+    """Factory of the torch.autograd.Function (built on first use, so that importing pbad_gym needs no torch)."""
+
+    cls = None
+
+    @classmethod
+    def get(cls):
+        if cls.cls is None:
+            torch = _torch()
+
+            class Step(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q_prev, q, tau, spec, t):
+                    qp, qc, ta = _host(q_prev), _host(q), _host(tau)
+                    data = prepare_step(spec.body, qp, qc, ta, spec.dt, spec.forces)
+                    qn, res, data = solve_step_in_cone(spec.body, data, spec.options)
+                    bad = ~np.asarray(res.converged)
+                    if bad.any() and spec.nonconverged == "raise":
+                        rows = np.nonzero(bad)[0].tolist()
+                        raise RuntimeError(f"step {t}: the solver did not converge on rows {rows} (gradient norm "
+                                           f"{np.asarray(res.grad_norm)[bad].max():.3g}); pass nonconverged='mask' "
+                                           "to cut their gradient instead, or tighten dt / raise max_iter")
+                    ctx.step = (spec, data, qp, qc, qn, bad)
+                    return torch.as_tensor(qn, dtype=tau.dtype, device=tau.device)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    spec, data, qp, qc, qn, bad = ctx.step
+                    body = spec.body
+                    gbar = tangent_cotangent(body, qn, _host(grad))
+                    ct, _ = step_vjp(body, data, qp, qn, gbar)
+                    g_prev, g_cur, g_tau = ct
+                    if bad.any():
+                        spec.info["masked"] += int(bad.sum())
+                        for a in (g_prev, g_cur, g_tau):
+                            a[bad] = 0.0
+                    like = dict(dtype=grad.dtype, device=grad.device)
+                    return (torch.as_tensor(coordinate_cotangent(body, qp, g_prev), **like),
+                            torch.as_tensor(coordinate_cotangent(body, qc, g_cur), **like),
+                            torch.as_tensor(g_tau, **like), None, None)
+
+            cls.cls = Step
+        return cls.cls
+
+
+class _Step:
+    @staticmethod
+    def apply(*args):
+        return _StepFunction.get().apply(*args)

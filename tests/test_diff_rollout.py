@@ -1,0 +1,87 @@
+"""pbad_gym.diff.rollout: torch gradients of whole rollouts against central finite differences, and its errors."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import pbad_gym  # noqa: F401  (before torch: OpenMP's wait policy)
+from pbad_gym import Simulator
+
+torch = pytest.importorskip("torch")
+from pbad_gym.diff import rollout  # noqa: E402
+
+
+def _swimmer(B=2, **kw):
+    sw = gym.make_vec("pbad_gym/Swimmer-v1", num_envs=1, vectorization_mode="vector_entry_point").unwrapped.sim
+    opts = dict(drag=sw.forces.drag, gravity=(0, 0, 0), limit_stiffness=3000.0, tol=1e-12, max_iter=200)
+    sim = Simulator(sw.body, 0.05, num_envs=B, **{**opts, **kw})
+    rng = np.random.default_rng(0)
+    sim.reset(np.repeat(np.asarray(sw.state.q[:1]), B, 0), 0.3 * rng.standard_normal((B, sim.body.nv)))
+    return sim, rng
+
+
+def _loss(sim, W, tau, q, q_prev):
+    with torch.no_grad():
+        return float((W * rollout(sim, tau, q, q_prev)).sum())
+
+
+def test_swimmer_rollout_gradients_match_finite_differences():
+    sim, rng = _swimmer()
+    T, B = 25, 2
+    tau = torch.tensor(5 * rng.standard_normal((T, B, sim.body.nv)), requires_grad=True)
+    q = torch.tensor(np.asarray(sim.state.q), requires_grad=True)
+    q_prev = torch.tensor(np.asarray(sim.state.q_prev), requires_grad=True)
+    W = torch.tensor(rng.standard_normal((T, B, sim.body.nq)))
+    before = np.array(sim.state.q)
+    qs = rollout(sim, tau, q, q_prev)
+    assert qs.shape == (T, B, sim.body.nq) and qs.dtype == torch.float64
+    (W * qs).sum().backward()
+    np.testing.assert_array_equal(sim.state.q, before)  # the Simulator is left as it was
+    for _ in range(2):
+        d = torch.tensor(rng.standard_normal(tau.shape))
+        h = 1e-5
+        fd = (_loss(sim, W, tau.detach() + h * d, q.detach(), q_prev.detach())
+              - _loss(sim, W, tau.detach() - h * d, q.detach(), q_prev.detach())) / (2 * h)
+        assert float((tau.grad * d).sum()) == pytest.approx(fd, rel=1e-5)
+    d = torch.zeros_like(q)
+    d[:, 7:] = torch.tensor(rng.standard_normal((B, 3)))  # the hinge angles of q_k
+    h = 1e-6
+    fd = (_loss(sim, W, tau.detach(), q.detach() + h * d, q_prev.detach())
+          - _loss(sim, W, tau.detach(), q.detach() - h * d, q_prev.detach())) / (2 * h)
+    assert float((q.grad * d).sum()) == pytest.approx(fd, rel=1e-5)
+
+
+def test_default_start_is_the_simulators_state_and_float32_follows_tau():
+    sim, rng = _swimmer()
+    tau = torch.zeros((3, 2, sim.body.nv), dtype=torch.float32, requires_grad=True)
+    qs = rollout(sim, tau)
+    sim.step(np.zeros((2, sim.body.nv)))
+    assert qs.dtype == torch.float32
+    np.testing.assert_allclose(qs[0].detach().numpy(), sim.q, atol=1e-6)
+    qs[-1, :, 0].sum().backward()  # the base's x after 3 steps
+    assert torch.isfinite(tau.grad).all() and tau.grad.abs().sum() > 0
+
+
+def test_nonconverged_steps_raise_or_are_masked_and_counted():
+    sim, rng = _swimmer(tol=1e-14, max_iter=1)
+    tau = torch.tensor(50 * rng.standard_normal((2, 2, sim.body.nv)), requires_grad=True)
+    with pytest.raises(RuntimeError, match="did not converge"):
+        rollout(sim, tau)
+    info = {}
+    rollout(sim, tau, nonconverged="mask", info=info)[-1].sum().backward()
+    assert info["masked"] == 4 and float(tau.grad.abs().sum()) == 0.0
+
+
+def test_bad_arguments_are_named():
+    sim, _ = _swimmer()
+    with pytest.raises(ValueError, match="tau"):
+        rollout(sim, torch.zeros((3, 5, sim.body.nv)))
+    with pytest.raises(ValueError, match="nonconverged"):
+        rollout(sim, torch.zeros((3, 2, sim.body.nv)), nonconverged="ignore")
+    with pytest.raises(ValueError, match="q_prev"):
+        rollout(sim, torch.zeros((3, 2, sim.body.nv)), q=torch.zeros((2, sim.body.nq)))
+    spider = gym.make_vec("pbad_gym/Spider-v3", num_envs=1, vectorization_mode="vector_entry_point").unwrapped.sim
+    with pytest.raises(ValueError, match="contact"):
+        rollout(spider, torch.zeros((3, 1, spider.body.nv)))
+    euler = Simulator(sim.body, 0.01, integrator="euler", gravity=(0, 0, 0))
+    with pytest.raises(ValueError, match="order-2 PBAD"):
+        rollout(euler, torch.zeros((3, 1, sim.body.nv)))

@@ -1,0 +1,108 @@
+"""The step's adjoint (integrators/adjoint.py) against central finite differences of the solver itself."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import pbad_gym  # noqa: F401
+from pbad_gym import Simulator
+from pbad_gym.integrators.adjoint import step_vjp
+from pbad_gym.integrators.options import SolverOptions
+from pbad_gym.integrators.pbad import prepare_step, solve_step_in_cone
+from pbad_gym.kinematics import coordinate_cotangent, difference, integrate, tangent_cotangent
+from pbad_gym.model import chain
+
+OPTIONS = SolverOptions.create(np.float64, optimizer="lm", max_iter=200, tol=1e-13, hessian="exact")
+
+
+def _sim_of(env_id, B):
+    return gym.make_vec(env_id, num_envs=B, vectorization_mode="vector_entry_point").unwrapped.sim
+
+
+def _solve(sim, q_prev, q, tau):
+    data = prepare_step(sim.body, q_prev, q, tau, sim.dt, sim.forces)
+    q_next, res, data = solve_step_in_cone(sim.body, data, OPTIONS)
+    assert res.converged.all()
+    return q_next, data
+
+
+def _fd(sim, q_prev, q, tau, q_next, gbar, which, h):
+    """Central differences of gbar·(step(θ ⊕ h e_j) ⊖ q_next) for each tangent direction e_j of input ``which``."""
+    body, B = sim.body, q.shape[0]
+    out = np.zeros((B, body.nv))
+    for j in range(body.nv):
+        e = np.zeros((B, body.nv))
+        e[:, j] = h
+        val = []
+        for s in (1.0, -1.0):
+            args = [q_prev, q, tau]
+            k = ("q_prev", "q_cur", "tau").index(which)
+            args[k] = args[k] + s * e if which == "tau" else integrate(body, args[k], s * e)
+            val.append(np.sum(gbar * difference(body, q_next, _solve(sim, *args)[0]), -1))
+        out[:, j] = (val[0] - val[1]) / (2 * h)
+    return out
+
+
+def _check(sim, q_prev, q, tau, seed=0):
+    rng = np.random.default_rng(seed)
+    q_next, data = _solve(sim, q_prev, q, tau)
+    gbar = rng.standard_normal((q.shape[0], sim.body.nv))
+    ct, _ = step_vjp(sim.body, data, q_prev, q_next, gbar)
+    for which, h in (("q_prev", 1e-6), ("q_cur", 1e-6), ("tau", 1e-3)):
+        fd = _fd(sim, q_prev, q, tau, q_next, gbar, which, h)
+        got = getattr(ct, which)
+        np.testing.assert_allclose(got, fd, rtol=0, atol=1e-6 * np.abs(fd).max(), err_msg=which)
+
+
+def _start(sim, B, rng, spread=0.1, speed=0.5):
+    q0 = np.repeat(np.asarray(sim.state.q[:1]), B, 0)
+    q = integrate(sim.body, q0, spread * rng.standard_normal((B, sim.body.nv)))
+    q_prev = integrate(sim.body, q, -sim.dt * speed * rng.standard_normal((B, sim.body.nv)))
+    return q_prev, q, rng.standard_normal((B, sim.body.nv))
+
+
+@pytest.mark.parametrize("damping", [None, 0.3])
+def test_chain_under_gravity_with_and_without_joint_damping(damping):
+    sim = Simulator(chain(4), 0.01, num_envs=3, damping=damping)
+    _check(sim, *_start(sim, 3, np.random.default_rng(1)))
+
+
+def test_swimmer_drag_limits_and_free_base():
+    sim = _sim_of("pbad_gym/Swimmer-v1", 3)  # anisotropic drag, limit penalty, quaternion base
+    _check(sim, *_start(sim, 3, np.random.default_rng(2)))
+
+
+def test_quaternion_damping_and_damped_limits_past_their_bounds():
+    sw = _sim_of("pbad_gym/Swimmer-v1", 1)
+    sim = Simulator(sw.body, 0.05, num_envs=3, drag=sw.forces.drag, gravity=(0, 0, -1.0), limit_stiffness=3000.0,
+                    limit_damping=20.0, damping=np.full(sw.body.nv, 0.7))
+    rng = np.random.default_rng(3)
+    q_prev, q, tau = _start(sim, 3, rng)
+    hinge = sim.body.lin_q[-3:]  # the hinges (±100°): row 0 inside, row 1 past the upper bound at q_k, row 2 below
+    q[1, hinge], q_prev[1, hinge] = 1.9, 1.85
+    q[2, hinge], q_prev[2, hinge] = -1.8, -1.9
+    _check(sim, q_prev, q, tau)
+
+
+def test_spider_body_armature_and_damped_limits_without_contact():
+    sp = _sim_of("pbad_gym/Spider-v3", 1)
+    sim = Simulator(sp.body, 0.01, num_envs=3, limit_stiffness=1000.0, limit_damping=60.0, damping=sp.forces.damping)
+    _check(sim, *_start(sim, 3, np.random.default_rng(4)))
+
+
+def test_contact_is_refused_by_name():
+    sim = _sim_of("pbad_gym/Spider-v3", 1)
+    q_next, data = _solve(sim, np.asarray(sim.state.q_prev), np.asarray(sim.state.q), np.zeros((1, sim.body.nv)))
+    with pytest.raises(ValueError, match="contact"):
+        step_vjp(sim.body, data, np.asarray(sim.state.q_prev), q_next, np.ones((1, sim.body.nv)))
+
+
+def test_cotangent_conversions_invert_each_other_on_the_tangent_plane():
+    sim = _sim_of("pbad_gym/Swimmer-v1", 4)
+    rng = np.random.default_rng(5)
+    q = integrate(sim.body, np.repeat(np.asarray(sim.state.q[:1]), 4, 0), rng.standard_normal((4, sim.body.nv)))
+    g = rng.standard_normal((4, sim.body.nv))
+    np.testing.assert_allclose(tangent_cotangent(sim.body, q, coordinate_cotangent(sim.body, q, g)), g, atol=1e-14)
+    # a cotangent c on coordinates pairs with q ⊕ δ − q as its tangent form pairs with δ
+    c, d = rng.standard_normal(q.shape), 1e-6 * rng.standard_normal((4, sim.body.nv))
+    np.testing.assert_allclose(np.sum(c * (integrate(sim.body, q, d) - q), -1),
+                               np.sum(tangent_cotangent(sim.body, q, c) * d, -1), rtol=1e-5)
