@@ -1,4 +1,6 @@
 """pbad_gym.diff.rollout: torch gradients of whole rollouts against central finite differences, and its errors."""
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -80,8 +82,55 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="q_prev"):
         rollout(sim, torch.zeros((3, 2, sim.body.nv)), q=torch.zeros((2, sim.body.nq)))
     spider = gym.make_vec("pbad_gym/Spider-v3", num_envs=1, vectorization_mode="vector_entry_point").unwrapped.sim
-    with pytest.raises(ValueError, match="contact"):
-        rollout(spider, torch.zeros((3, 1, spider.body.nv)))
+    no_resolve = Simulator(spider.body, 0.001, contact=dataclasses.replace(spider.forces.contact, cone_passes=0))
+    with pytest.raises(ValueError, match="cone_passes"):
+        rollout(no_resolve, torch.zeros((3, 1, spider.body.nv)))
     euler = Simulator(sim.body, 0.01, integrator="euler", gravity=(0, 0, 0))
     with pytest.raises(ValueError, match="order-2 PBAD"):
         rollout(euler, torch.zeros((3, 1, sim.body.nv)))
+
+
+def _spider(B=2):
+    """Spider-v3 after 1 s standing (feet on the ground), simulated to a tight solver and cone fixed point."""
+    env = gym.make_vec("pbad_gym/Spider-v3", num_envs=B, vectorization_mode="vector_entry_point")
+    env.reset(seed=0)
+    for _ in range(20):
+        env.step(np.zeros((B, 8)))
+    sp = env.unwrapped.sim
+    params = dataclasses.replace(sp.forces.contact, cone_tol=1e-12, cone_passes=100)
+    sim = Simulator(sp.body, sp.dt, num_envs=B, contact=params, limit_stiffness=sp.forces.limit_stiffness,
+                    limit_damping=sp.forces.limit_damping, damping=sp.forces.damping, tol=1e-12, max_iter=300)
+    sim.state = sp.state._replace(kin=None, kin_prev=None)
+    return sim, sp.state
+
+
+def test_spider_rollout_through_contact_and_friction_matches_finite_differences():
+    sim, state = _spider()
+    assert state.contact.active.any(axis=1).all()
+    rng = np.random.default_rng(1)
+    T = 25
+    tau = np.zeros((T, 2, sim.body.nv))
+    tau[..., 6:] = 150 * rng.uniform(-1, 1, (T, 2, 8))
+    tau = torch.tensor(tau, requires_grad=True)
+    W = torch.tensor(rng.standard_normal((T, 2, sim.body.nq)))
+    (W * rollout(sim, tau)).sum().backward()
+
+    def loss(t, q=None, q_prev=None):
+        with torch.no_grad():
+            return float((W * rollout(sim, t, q, q_prev)).sum())
+
+    d = torch.zeros_like(tau)
+    d[..., 6:] = torch.tensor(rng.standard_normal((T, 2, 8)))
+    h = 1e-4
+    fd = (loss(tau.detach() + h * d) - loss(tau.detach() - h * d)) / (2 * h)
+    assert float((tau.grad * d).sum()) == pytest.approx(fd, rel=1e-5)
+    # from explicit initial configurations (fresh contact memory: anchors at the feet of q)
+    q = torch.tensor(np.array(state.q), requires_grad=True)
+    q_prev = torch.tensor(np.array(state.q_prev))
+    (W * rollout(sim, tau.detach(), q, q_prev)).sum().backward()
+    d = torch.zeros_like(q)
+    d[:, 7:] = torch.tensor(rng.standard_normal((2, 8)))
+    d[:, 2] = 0.3
+    h = 1e-7
+    fd = (loss(tau.detach(), q.detach() + h * d, q_prev) - loss(tau.detach(), q.detach() - h * d, q_prev)) / (2 * h)
+    assert float((q.grad * d).sum()) == pytest.approx(fd, rel=1e-3)

@@ -1,14 +1,17 @@
 """The step's adjoint (integrators/adjoint.py) against central finite differences of the solver itself."""
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import pbad_gym  # noqa: F401
 from pbad_gym import Simulator
+from pbad_gym.energies.contact import contact_state
 from pbad_gym.integrators.adjoint import step_vjp
 from pbad_gym.integrators.options import SolverOptions
 from pbad_gym.integrators.pbad import prepare_step, solve_step_in_cone
-from pbad_gym.kinematics import coordinate_cotangent, difference, integrate, tangent_cotangent
+from pbad_gym.kinematics import coordinate_cotangent, difference, forward_kinematics, integrate, tangent_cotangent
 from pbad_gym.model import chain
 
 OPTIONS = SolverOptions.create(np.float64, optimizer="lm", max_iter=200, tol=1e-13, hessian="exact")
@@ -89,11 +92,79 @@ def test_spider_body_armature_and_damped_limits_without_contact():
     _check(sim, *_start(sim, 3, np.random.default_rng(4)))
 
 
-def test_contact_is_refused_by_name():
-    sim = _sim_of("pbad_gym/Spider-v3", 1)
-    q_next, data = _solve(sim, np.asarray(sim.state.q_prev), np.asarray(sim.state.q), np.zeros((1, sim.body.nv)))
-    with pytest.raises(ValueError, match="contact"):
-        step_vjp(sim.body, data, np.asarray(sim.state.q_prev), q_next, np.ones((1, sim.body.nv)))
+def _standing_spider(B, contact):
+    """A Spider-v3 body after 1 s of zero actions then 0.15 s of random ones (feet on the ground, some slipping),
+    simulated with ``contact`` (GroundContact field overrides) and a re-solve to a tight cone fixed point."""
+    env = gym.make_vec("pbad_gym/Spider-v3", num_envs=B, vectorization_mode="vector_entry_point")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for a in [np.zeros((B, 8))] * 20 + [rng.uniform(-0.5, 0.5, (B, 8)) for _ in range(3)]:
+        env.step(a)
+    sp = env.unwrapped.sim
+    params = dataclasses.replace(sp.forces.contact, **{"cone_tol": 1e-13, "cone_passes": 200, **contact})
+    sim = Simulator(sp.body, sp.dt, num_envs=B, contact=params, limit_stiffness=sp.forces.limit_stiffness,
+                    limit_damping=sp.forces.limit_damping, damping=sp.forces.damping)
+    return sim, sp.state
+
+
+@pytest.mark.parametrize("contact", [{}, {"friction_cap": "lagged_spring"},
+                                     {"friction": "viscous", "damping": 20.0}],
+                         ids=["coulomb-applied", "coulomb-lagged-spring", "viscous"])
+def test_spider_contact_and_friction(contact):
+    B = 2
+    sim, state = _standing_spider(B, contact)
+    body, params = sim.body, sim.forces.contact
+    rng = np.random.default_rng(1)
+    q_prev, q, anchor = np.array(state.q_prev), np.array(state.q), np.array(state.contact.anchor)
+    assert state.contact.active.any(axis=1).all()
+    tau = np.zeros((B, body.nv))
+    tau[:, 6:] = 150 * rng.uniform(-1, 1, (B, 8))
+
+    def solve(q_prev, q, tau, anchor):
+        memory = contact_state(body, forward_kinematics(body, q), params, sim.dt)._replace(anchor=anchor)
+        data = prepare_step(body, q_prev, q, tau, sim.dt, sim.forces, contact=memory)
+        q_next, res, data = solve_step_in_cone(body, data, OPTIONS)
+        assert res.converged.all()
+        return q_next, data
+
+    q_next, data = solve(q_prev, q, tau, anchor)
+    gbar = rng.standard_normal((B, body.nv))
+    ct, _ = step_vjp(body, data, q_prev, q_next, gbar)
+
+    def fd(which, h):
+        active = np.nonzero(state.contact.active.any(0))[0]  # the anchors that are read
+        cols = [(j, None) for j in range(body.nv)] if which != "anchor" else [(s, a) for s in active for a in (0, 1)]
+        out = []
+        for j, a in cols:
+            val = []
+            for sgn in (1.0, -1.0):
+                args = [q_prev, q, tau, anchor]
+                if which == "anchor":
+                    e = np.zeros_like(anchor)
+                    e[:, j, a] = sgn * h
+                    args[3] = anchor + e
+                else:
+                    e = np.zeros((B, body.nv))
+                    e[:, j] = sgn * h
+                    k = ("q_prev", "q_cur", "tau").index(which)
+                    args[k] = args[k] + e if which == "tau" else integrate(body, args[k], e)
+                val.append(np.sum(gbar * difference(body, q_next, solve(*args)[0]), -1))
+            out.append((val[0] - val[1]) / (2 * h))
+        got = getattr(ct, which)
+        got = got[:, active, :2].reshape(B, -1) if which == "anchor" else got
+        return got, np.stack(out, -1)
+
+    for which, h in (("q_prev", 1e-7), ("q_cur", 1e-7), ("tau", 1e-4), ("anchor", 1e-7)):
+        got, want = fd(which, h)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max(), err_msg=which)
+
+
+def test_coulomb_capped_by_the_last_steps_force_without_re_solves_is_refused_by_name():
+    sim, state = _standing_spider(1, {"cone_passes": 0})
+    data = prepare_step(sim.body, np.array(state.q_prev), np.array(state.q), np.zeros((1, sim.body.nv)), sim.dt,
+                        sim.forces)
+    with pytest.raises(ValueError, match="cone_passes"):
+        step_vjp(sim.body, data, np.array(state.q_prev), np.array(state.q), np.ones((1, sim.body.nv)))
 
 
 def test_cotangent_conversions_invert_each_other_on_the_tangent_plane():

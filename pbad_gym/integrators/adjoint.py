@@ -14,7 +14,8 @@ respect to the inputs, of the energy's directional derivative along λ. Each ter
 - gravity and springs depend on q alone.
 
 Tangent conventions are the engine's: q ⊕ δ adds on linear coordinates and composes q ⊗ exp(δ) on quaternions, for
-q_{k+1}, q_k and q_{k−1} alike. Penalty contact and armature on ball / free joints are refused by name.
+q_{k+1}, q_k and q_{k−1} alike. Penalty contact is in :mod:`.contact_adjoint`; armature on ball / free joints is
+refused by name.
 """
 from __future__ import annotations
 
@@ -24,22 +25,27 @@ from ..arrays import xp_of
 from ..energies.joints import limit_arrays
 from ..kinematics import (cross, forward_kinematics, generalized_gradient, matvec, motion_matrix,
                           pose_gradient_wrench, quat_conj, quat_mul, quat_to_rot, skew)
+from .contact_adjoint import cap_coupling, contact_point_vjp, points_to_tangent, sphere_jacobians
 from .pbad import step_energy_grad, step_hessian
 
 
 class StepCotangents(NamedTuple):
-    """Cotangents (B, nv) of one step's inputs, in the tangent frames of q_{k−1}, q_k, and on τ [per N m or N]."""
+    """Cotangents (B, nv) of one step's inputs, in the tangent frames of q_{k−1}, q_k, and on τ [per N m or N];
+    anchor (B, S, 3): on the contact memory's stick anchors (None without contact)."""
 
     q_prev: object
     q_cur: object
     tau: object
+    anchor: object = None
 
 
 def check_differentiable(body, forces):
-    """ValueError naming what the step's adjoint does not cover (penalty contact; armature on ball / free joints)."""
-    if forces.contact is not None:
-        raise ValueError("gradients through the step do not cover penalty contact yet (forces.contact is set): "
-                         "simulate without contact, or differentiate a contact-free body")
+    """ValueError naming what the step's adjoint does not cover: armature on ball / free joints, and Coulomb
+    friction capped by the previous step's applied force without re-solves (friction_cap "applied", cone_passes 0:
+    a cap that is neither the step's own fixed point nor a function of q_k)."""
+    c = forces.contact
+    if c is not None and c.friction == "coulomb" and c.friction_cap == "applied" and c.cone_passes == 0:
+        raise ValueError("gradients through Coulomb contact need friction_cap='lagged_spring' or cone_passes > 0")
     if body.has_armature and len(body.quat_v):
         arm = body.arrays(xp_of(body.quat_v), float).armature
         if float(abs(arm[body.quat_v]).max()) > 0:
@@ -57,11 +63,19 @@ def step_vjp(body, data, q_prev, q_next, gbar):
     xp = xp_of(q_next)
     _, _, ctx = step_energy_grad(body, q_next, data, "exact")
     H, _ = step_hessian(body, ctx)
-    lam = xp.linalg.solve(H, gbar[..., None])[..., 0]
+    J = None if data.forces.contact is None else sphere_jacobians(body, ctx.kin)[1]
+    coupling = None if J is None else cap_coupling(body, ctx.kin, J, data)
+    A = H if coupling is None else xp.swapaxes(H + coupling, -1, -2)
+    lam = xp.linalg.solve(A, gbar[..., None])[..., 0]
     d_cur, d_prev = _link_vjp(body, ctx.kin, data, forward_kinematics(body, q_prev), lam)
     j_cur, j_prev, j_tau = _joint_vjp(body, q_next, data, lam)
+    anchor = None
+    if J is not None:
+        D_Pk, D_anchor = contact_point_vjp(body, ctx.kin, J, data, lam)
+        d_cur = d_cur + points_to_tangent(body, data.kin_ref, D_Pk)
+        anchor = -D_anchor
     # θ̄ = −(∂g/∂θ)ᵀ λ
-    return StepCotangents(-(d_prev + j_prev), -(d_cur + j_cur), -j_tau), lam
+    return StepCotangents(-(d_prev + j_prev), -(d_cur + j_cur), -j_tau, anchor), lam
 
 
 def link_velocities(body, kin, lam):
