@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .arrays import xp_of
 from .kinematics import (cross, forward_kinematics, generalized_gradient, generalized_hessian, matvec,
-                         motion_matrix, world_moments)
+                         motion_matrix, pose_gradient_wrench, world_moments)
 
 GRAVITY = (0.0, 0.0, -9.81)
 
@@ -42,6 +42,17 @@ def centre_of_mass(body, q=None, kin=None):
         kin = forward_kinematics(body, q)
     xp = xp_of(kin.t)
     return xp.sum(_world_first_moments(body, kin), 1) / body.total_mass
+
+
+def centre_of_mass_vjp(body, kin, gbar):
+    """Pull a cotangent gbar (B, 3) on the centre of mass back to the tangent space of q (B, nv): each link's
+    share m_l/M moves with its pose, so ∂/∂R_l = gbar c_lᵀ/M and ∂/∂t_l = m_l gbar/M (c_l its first moment)."""
+    xp = xp_of(gbar)
+    c = body.arrays(xp, gbar.dtype)
+    G = gbar[:, None, :, None] * c.c[None, :, None, :] / body.total_mass
+    f = c.mass[None, :, None] * gbar[:, None, :] / body.total_mass
+    wrench, _ = pose_gradient_wrench(kin, G, f)
+    return generalized_gradient(body, kin, wrench)
 
 
 def motion_cross(a, b):

@@ -20,7 +20,7 @@ def test_bench_without_a_name_fails_with_usage(capsys):
 
 @pytest.mark.parametrize("override, expected", [
     ("cmaes.popsiz=3", "valid keys"), ("cmaes.policy=rnn", "['linear', 'mlp', 'oscillator']"),
-    ("algo=sac", "['cmaes', 'ppo']"), ("env.id=pbad_gym/Nope-v0", "pbad_gym ids")])
+    ("algo=sac", "['cmaes', 'ppo', 'shac']"), ("env.id=pbad_gym/Nope-v0", "pbad_gym ids")])
 def test_bad_keys_and_values_exit_2_naming_the_valid_ones(tmp_path, capsys, override, expected):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("name: x\nenv: {id: Pendulum-v1}\n")

@@ -158,10 +158,64 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
+class SHACConfig:
+    total_timesteps: int = 60_000
+    """total environment steps of the run"""
+    horizon: int = 32
+    """env steps per short horizon: the actor's loss back-propagates through this many steps of every row"""
+    gamma: float = 0.99
+    """discount factor"""
+    td_lambda: float = 0.95
+    """λ of the critic's TD(λ) targets"""
+    actor_lr: float = 2e-3
+    """Adam learning rate of the actor (and its log std)"""
+    critic_lr: float = 2e-3
+    """Adam learning rate of the critic"""
+    anneal_lr: bool = True
+    """anneal both learning rates linearly to 0"""
+    adam_beta1: float = 0.7
+    """Adam's β1 for both networks (SHAC's choice)"""
+    adam_beta2: float = 0.95
+    """Adam's β2 for both networks"""
+    critic_iterations: int = 16
+    """critic epochs over each horizon's states"""
+    critic_minibatches: int = 4
+    """minibatches per critic epoch"""
+    target_alpha: float = 0.2
+    """target critic update: target ← α·target + (1 − α)·critic after each iteration"""
+    hidden: tuple = (64, 64)
+    """hidden layer sizes (tanh) of the actor and the critic"""
+    init_log_std: float = -1.0
+    """initial log standard deviation of the exploration noise before the tanh squashing"""
+    max_grad_norm: float = 1.0
+    """gradient clipping norm of either network"""
+    clip_obs: float = 10.0
+    """clip normalised observations to ±clip_obs"""
+    eval_episodes: int = 0
+    """deterministic evaluation episodes (the env itself, fresh reset seeds; 0: none); with them the best policy
+    is chosen by them, else by the training return"""
+    eval_every: int = 1
+    """iterations between evaluations (the last iteration is always evaluated)"""
+    torch_threads: int = 1
+    """torch intra-op threads"""
+
+    def __post_init__(self):
+        _check_positive(self, ["total_timesteps", "horizon", "critic_iterations", "critic_minibatches",
+                               "eval_every", "torch_threads"])
+        _check_positive(self, ["actor_lr", "critic_lr", "max_grad_norm", "clip_obs"], integer=False)
+        for name in ("gamma", "td_lambda", "target_alpha", "adam_beta1", "adam_beta2"):
+            v = getattr(self, name)
+            if not 0 <= v <= 1:
+                raise ValueError(f"SHACConfig.{name} must be in [0, 1], got {v!r}")
+        if self.eval_episodes < 0:
+            raise ValueError(f"SHACConfig.eval_episodes must be a non-negative integer, got {self.eval_episodes!r}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     name: str
     """run name: the run folder is out_dir/name (a numbered suffix is added when it exists)"""
-    algo: Literal["cmaes", "ppo"] = "cmaes"
+    algo: Literal["cmaes", "ppo", "shac"] = "cmaes"
     """training algorithm"""
     seed: int = 0
     """run seed: environment reset seeds, NumPy's global generator (pycma) and torch are drawn from it"""
@@ -171,6 +225,8 @@ class TrainConfig:
     """CMA-ES settings (algo: cmaes)"""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO settings (algo: ppo)"""
+    shac: SHACConfig = field(default_factory=SHACConfig)
+    """SHAC settings (algo: shac): first-order policy learning through the simulator's gradients"""
     out_dir: str = "runs"
     """folder holding the run folders"""
     checkpoint_every: int = 1

@@ -135,12 +135,14 @@ class FlatPolicy:
 
 
 class PPOPolicy:
-    """Deterministic PPO policy in NumPy (no torch needed): the actor's mean action on normalised observations.
+    """Deterministic actor of PPO or SHAC in NumPy (no torch needed): the actor's mean action on normalised
+    observations (tanh hidden layers; SHAC's output squashed by tanh, ``squash``).
 
     ``act(obs (n, obs_dim)) -> (n, act_dim)`` clipped to the action bounds; ``reset(n)`` does nothing (no state).
     """
 
-    def __init__(self, layers, obs_stats: RunningStats | None, clip_obs: float, low, high):
+    def __init__(self, layers, obs_stats: RunningStats | None, clip_obs: float, low, high, squash: bool = False):
+        self.squash = bool(squash)
         self.layers = [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in layers]
         self.obs_stats, self.clip_obs = obs_stats, clip_obs
         self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
@@ -155,36 +157,41 @@ class PPOPolicy:
         for W, b in self.layers[:-1]:
             h = np.tanh(h @ W.T + b)
         W, b = self.layers[-1]
-        return np.clip(h @ W.T + b, self.low, self.high)
+        u = h @ W.T + b
+        return np.clip(np.tanh(u) if self.squash else u, self.low, self.high)
 
     def to_dict(self) -> dict:
-        """Picklable description (``kind: "ppo"``), loaded back by :func:`load_best`."""
-        return {"kind": "ppo", "layers": self.layers, "clip_obs": self.clip_obs, "action_low": self.low,
-                "action_high": self.high,
+        """Picklable description (``kind``: "ppo", or "shac" for a squashed output), loaded back by
+        :func:`load_best`."""
+        return {"kind": "shac" if self.squash else "ppo", "layers": self.layers, "clip_obs": self.clip_obs,
+                "action_low": self.low, "action_high": self.high,
                 "obs_stats": None if self.obs_stats is None else self.obs_stats.state_dict()}
 
 
 def load_best(obj: dict) -> PPOPolicy:
-    """The policy of a ``best_policy.pkl`` written by ``agents.ppo.train`` (a dict with ``kind == "ppo"``)."""
-    if obj.get("kind") != "ppo":
-        raise ValueError(f"not a PPO policy: kind {obj.get('kind')!r}, expected 'ppo'")
+    """The policy of a ``best_policy.pkl`` written by ``agents.ppo.train`` or ``agents.shac.train`` (a dict with
+    ``kind`` "ppo" or "shac")."""
+    if obj.get("kind") not in ("ppo", "shac"):
+        raise ValueError(f"not a PPO or SHAC policy: kind {obj.get('kind')!r}, expected 'ppo' or 'shac'")
     stats = None if obj["obs_stats"] is None else RunningStats.from_state_dict(obj["obs_stats"])
-    return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"])
+    return PPOPolicy(obj["layers"], stats, obj["clip_obs"], obj["action_low"], obj["action_high"],
+                     squash=obj["kind"] == "shac")
 
 
 def load_policy(run_dir):
     """The best policy of a run folder (``best_policy.pkl``), dispatched on its ``kind``: a :class:`FlatPolicy`
-    for linear / mlp / oscillator, :func:`load_best` (a :class:`PPOPolicy`) for ppo. The result has ``reset(n)``
-    and ``act(obs (n, obs_dim)) -> (n, act_dim)``. A missing file raises FileNotFoundError; an empty, truncated or
-    malformed one :class:`runio.RunFileError` (a ValueError) naming it."""
+    for linear / mlp / oscillator, :func:`load_best` (a :class:`PPOPolicy`) for ppo and shac. The result has
+    ``reset(n)`` and ``act(obs (n, obs_dim)) -> (n, act_dim)``. A missing file raises FileNotFoundError; an
+    empty, truncated or malformed one :class:`runio.RunFileError` (a ValueError) naming it."""
     path = Path(run_dir) / "best_policy.pkl"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (no iteration of the run has finished yet?)")
     obj = read_run_pickle(path)
     kind = obj.get("kind") if isinstance(obj, dict) else None
-    if kind not in KINDS + ("ppo",):
-        raise RunFileError(f"{path}: unknown policy kind {kind!r}; expected one of {list(KINDS) + ['ppo']}")
+    if kind not in KINDS + ("ppo", "shac"):
+        raise RunFileError(f"{path}: unknown policy kind {kind!r}; expected one of "
+                           f"{list(KINDS) + ['ppo', 'shac']}")
     try:
-        return load_best(obj) if kind == "ppo" else FlatPolicy.from_dict(obj)
+        return load_best(obj) if kind in ("ppo", "shac") else FlatPolicy.from_dict(obj)
     except (KeyError, TypeError, ValueError) as exc:  # a pickle that loads but lacks the policy's fields
         raise RunFileError(f"{path} is not a complete policy ({type(exc).__name__}: {exc})") from None

@@ -23,7 +23,7 @@ from .config import TrainConfig
 # what --resume must not change: the checkpoint holds arrays of these shapes (population, policy, networks,
 # rollout buffers, pickled environments), or the run would continue on another task than its metrics so far
 RESUME_FIXED = ("algo", "env.id", "env.kwargs", "env.num_envs", "cmaes.policy", "cmaes.popsize", "cmaes.hidden",
-                "ppo.hidden", "ppo.cost_limit")
+                "ppo.hidden", "ppo.cost_limit", "shac.hidden")
 ENV_ERRORS = (ValueError, TypeError, ImportError, AssertionError, gymnasium.error.Error)
 
 
@@ -44,11 +44,11 @@ def _get(cfg, dotted: str):
 
 
 def _applies(key: str, algo: str) -> bool:
-    """Whether a RESUME_FIXED key matters to ``algo`` (CMA-ES ignores env.num_envs and the ppo section)."""
+    """Whether a RESUME_FIXED key matters to ``algo`` (CMA-ES ignores env.num_envs and the other sections)."""
     section = key.split(".")[0]
-    if section in ("cmaes", "ppo"):
+    if section in ("cmaes", "ppo", "shac"):
         return section == algo
-    return key != "env.num_envs" or algo == "ppo"
+    return key != "env.num_envs" or algo != "cmaes"
 
 
 def _same(key, old, new) -> bool:
@@ -69,11 +69,13 @@ def check_resume_overrides(saved: TrainConfig, new: TrainConfig) -> None:
 
 
 def check_budget(cfg: TrainConfig) -> None:
-    """Raise :class:`ConfigError` when PPO's timesteps do not fill one rollout (no iteration would run)."""
-    p, n = cfg.ppo, cfg.env.num_envs
-    if cfg.algo == "ppo" and p.total_timesteps < n * p.num_steps:
-        raise ConfigError(f"ppo.total_timesteps ({p.total_timesteps}) must be at least env.num_envs × ppo.num_steps "
-                          f"({n} × {p.num_steps} = {n * p.num_steps})")
+    """Raise :class:`ConfigError` when PPO's or SHAC's timesteps do not fill one rollout (no iteration would run)."""
+    n = cfg.env.num_envs
+    for algo, steps in (("ppo", "num_steps"), ("shac", "horizon")):
+        p = getattr(cfg, algo)
+        if cfg.algo == algo and p.total_timesteps < n * getattr(p, steps):
+            raise ConfigError(f"{algo}.total_timesteps ({p.total_timesteps}) must be at least env.num_envs × "
+                              f"{algo}.{steps} ({n} × {getattr(p, steps)} = {n * getattr(p, steps)})")
 
 
 def training_env_config(cfg: TrainConfig):
@@ -143,8 +145,8 @@ def _check_spaces(cfg: TrainConfig, envs) -> None:
     if not isinstance(act, Box) or len(act.shape) != 1 or act.dtype.kind != "f":
         raise ConfigError(f"env.id {cfg.env.id!r} has actions {act}; the trainers need continuous actions "
                           f"(a 1-D float Box)")
-    if cfg.algo == "ppo" and (not isinstance(obs, Box) or len(obs.shape) != 1):
-        raise ConfigError(f"env.id {cfg.env.id!r} has observations {obs}; PPO needs a flat Box")
+    if cfg.algo in ("ppo", "shac") and (not isinstance(obs, Box) or len(obs.shape) != 1):
+        raise ConfigError(f"env.id {cfg.env.id!r} has observations {obs}; {cfg.algo.upper()} needs a flat Box")
 
 
 def check_env(cfg: TrainConfig) -> None:
@@ -163,6 +165,20 @@ def check_env(cfg: TrainConfig) -> None:
         _check_spaces(cfg, envs)
     finally:
         envs.close()
+    if cfg.algo == "shac":
+        _check_differentiable(cfg)
+
+
+def _check_differentiable(cfg: TrainConfig) -> None:
+    """SHAC steps the env's differentiable form: refuse an env it does not cover, naming the ones it does."""
+    try:
+        from ..diff import DiffVecEnv
+
+        DiffVecEnv(cfg.env.id, 1, **cfg.env.kwargs)
+    except ImportError as exc:
+        raise ConfigError(one_line(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(f"algo shac on env.id {cfg.env.id!r}: {one_line(exc)}") from None
 
 
 def train_rows(cfg: TrainConfig) -> int:

@@ -8,7 +8,7 @@ dR = [ω_j]× R dδ_j, dt = (ω_j × t + v_j) dδ_j. All functions take the arra
 from .algebra import axis_angle, cross, matvec, quat_conj, quat_exp, quat_log, quat_mul, quat_to_rot, skew
 from .chain_rule import (cross_hessian, generalized_gradient, generalized_hessian, motion_matrix,
                          pose_gradient_wrench)
-from .configuration import (coordinate_cotangent, difference, integrate, normalize, qdot,
+from .configuration import (coordinate_cotangent, difference, difference_vjp, integrate, normalize, qdot,
                             tangent_cotangent)
 from .forward import Kinematics, forward_kinematics, point_jacobian
 from .spatial import (Moments, cross_spatial_form, mixed_moments, spatial_from_moments, weighted_spatial_form,
@@ -16,7 +16,7 @@ from .spatial import (Moments, cross_spatial_form, mixed_moments, spatial_from_m
 
 __all__ = ["axis_angle", "cross", "matvec", "quat_conj", "quat_exp", "quat_log", "quat_mul", "quat_to_rot", "skew",
            "cross_hessian", "generalized_gradient", "generalized_hessian", "motion_matrix", "pose_gradient_wrench",
-           "coordinate_cotangent", "difference", "integrate", "normalize", "qdot", "tangent_cotangent",
-           "Kinematics", "forward_kinematics", "point_jacobian",
+           "coordinate_cotangent", "difference", "difference_vjp", "integrate", "normalize", "qdot",
+           "tangent_cotangent", "Kinematics", "forward_kinematics", "point_jacobian",
            "Moments", "cross_spatial_form", "mixed_moments", "spatial_from_moments", "weighted_spatial_form",
            "world_moments"]

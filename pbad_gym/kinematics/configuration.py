@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..arrays import xp_of
-from .algebra import quat_conj, quat_exp, quat_log, quat_mul
+from .algebra import matvec, quat_conj, quat_exp, quat_log, quat_mul, skew
 
 def integrate(body, q, dq):
     """q ⊕ dq: q (B, nq), dq (B, nv) -> (B, nq). Linear coordinates add; quaternions compose on the right
@@ -70,3 +70,25 @@ def coordinate_cotangent(body, q, g):
         pure = xp.concatenate([xp.zeros_like(w[..., :1]), w], -1)
         c[:, body.quat_q] = 2.0 * quat_mul(q[:, body.quat_q], pure)
     return c
+
+
+def difference_vjp(body, q0, q1, gbar):
+    """Pull a cotangent gbar (B, nv) on q1 ⊖ q0 back to the tangent spaces of q0 and q1: (g0, g1) (B, nv) each.
+    Linear coordinates: (−gbar, gbar). Quaternions, φ = log(q0* ⊗ q1): perturbing q1 ⊕ δ moves φ by Jr⁻¹(φ)δ and
+    q0 ⊕ δ by −Jr⁻¹(φ)ᵀδ, with Jr⁻¹(φ) = 1 + ½[φ]× + (1/θ² − (1 + cos θ)/(2θ sin θ))[φ]×², θ = |φ|."""
+    xp = xp_of(q0, q1, gbar)
+    g0, g1 = xp.zeros_like(gbar), xp.zeros_like(gbar)
+    g0[:, body.lin_v], g1[:, body.lin_v] = -gbar[:, body.lin_v], gbar[:, body.lin_v]
+    if len(body.quat_q):
+        phi = quat_log(quat_mul(quat_conj(q0[:, body.quat_q]), q1[:, body.quat_q]))
+        th = xp.sqrt(xp.sum(phi * phi, -1))[..., None, None]
+        small = th < 1e-4
+        ths = xp.where(small, 1.0, th)
+        k = xp.where(small, 1.0 / 12.0 + th * th / 720.0,
+                     1.0 / (ths * ths) - (1.0 + xp.cos(ths)) / (2.0 * ths * xp.sin(ths)))
+        S = skew(phi)
+        Jinv = xp.eye(3, dtype=phi.dtype) + 0.5 * S + k * (S @ S)
+        gb = gbar[:, body.quat_v]
+        g1[:, body.quat_v] = matvec(xp.swapaxes(Jinv, -1, -2), gb)
+        g0[:, body.quat_v] = -matvec(Jinv, gb)
+    return g0, g1

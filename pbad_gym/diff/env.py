@@ -1,0 +1,119 @@
+"""The differentiable form of a native vector env: torch observations and rewards as functions of the simulated
+state, so that a policy's loss over a short horizon back-propagates through the physics into its parameters
+(first-order policy learning, e.g. SHAC)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..envs.swimmer import SwimmerVectorEnv
+from .functions import StepSpec, functions, torch_module
+from .rollout import check_simulator
+
+
+def _swimmer_terms(env, fns, q_prev, q, q_next, action):
+    """Swimmer (v0, v1): observation (q without x, y, z unless kept) ⊕ velocity; reward forward_reward_weight·ẋ_com
+    − ctrl_cost_weight·‖a‖² (the env's own definitions, :class:`~pbad_gym.envs.swimmer.SwimmerVectorEnv`);
+    terminated never; the centre of mass' x after the step (NumPy)."""
+    torch = torch_module()
+    body, dt = env.body, env.dt
+    pos = q_next[:, 3:] if env.exclude_positions else q_next
+    obs = torch.cat([pos, fns.velocity(q, q_next, body, env.sim.dt)], 1)
+    x = fns.centre_of_mass(q_next, body)[:, 0]
+    vel = (x - fns.centre_of_mass(q_prev, body)[:, 0]) / dt
+    reward = env.forward_reward_weight * vel - env.ctrl_cost_weight * (action * action).sum(1)
+    return obs, reward, torch.zeros_like(reward, dtype=torch.bool), x.detach().cpu().numpy()
+
+
+TERMS = {SwimmerVectorEnv: _swimmer_terms}
+
+
+class DiffVecEnv:
+    """A native pbad_gym vector env (``gymnasium.make_vec(env_id, num_envs, vectorization_mode=
+    "vector_entry_point", **kwargs)``) stepped in torch: :meth:`step` takes actions (B, n_act) and returns
+    observations (B, obs_dim) and rewards (B,) that are differentiable functions of the actions and of the state
+    carried since the last :meth:`detach` (float64 unless ``dtype``). Resets use the env's own reset
+    distribution and seeding; episodes are truncated at the env's ``max_episode_steps``; ``info["final_obs"]``
+    holds the last observation of the rows that ended (differentiable), as Gymnasium's autoreset does.
+    Environments covered: the Swimmer (v0, v1).
+    """
+
+    def __init__(self, env_id, num_envs=1, *, dtype=None, nonconverged="mask", **kwargs):
+        import gymnasium
+
+        torch = torch_module()
+        self.env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+                                      **kwargs).unwrapped
+        self.terms = next((f for cls, f in TERMS.items() if isinstance(self.env, cls)), None)
+        if self.terms is None:
+            raise ValueError(f"DiffVecEnv covers {[c.__name__ for c in TERMS]}; {env_id!r} is a "
+                             f"{type(self.env).__name__}")
+        check_simulator(self.env.sim)
+        self.num_envs, self.dtype = num_envs, dtype or torch.float64
+        self.single_observation_space = self.env.single_observation_space
+        self.single_action_space = self.env.single_action_space
+        self.info = {"masked": 0}
+        self.spec = StepSpec.of(self.env.sim, nonconverged, self.info)
+        self.max_episode_steps = self.env.max_episode_steps
+        self._fns = functions()
+        self._gear = torch.as_tensor(self.env.gear, dtype=self.dtype)
+        self._cols = torch.as_tensor(self.env.actuated)
+        self.q = self.q_prev = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_fns"]  # autograd Functions of a closure: rebuilt on load
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._fns = functions()
+
+    def _reset_rows(self, mask, seed=None):
+        """Reset states (q, q_prev) (n, nq) numpy of the masked rows, drawn by the env."""
+        self.env.reset(seed=seed, options=None if mask.all() else {"reset_mask": mask})
+        st = self.env.sim.state
+        return np.asarray(st.q)[mask], np.asarray(st.q_prev)[mask]
+
+    def reset(self, seed=None):
+        """Reset every row; returns observations (B, obs_dim)."""
+        torch = torch_module()
+        q, q_prev = self._reset_rows(np.ones(self.num_envs, dtype=bool), seed)
+        self.q, self.q_prev = torch.as_tensor(q, dtype=self.dtype), torch.as_tensor(q_prev, dtype=self.dtype)
+        self.elapsed = np.zeros(self.num_envs, dtype=int)
+        return self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
+
+    def _zero_action(self):
+        torch = torch_module()
+        return torch.zeros((self.num_envs, len(self.env.actuated)), dtype=self.dtype)
+
+    def detach(self):
+        """Cut the graph: the carried state becomes a constant (SHAC's horizon boundary)."""
+        self.q, self.q_prev = self.q.detach(), self.q_prev.detach()
+
+    def step(self, action):
+        """One env step (frame_skip physics steps) under actions (B, n_act) in [-1, 1] (clipped): (obs, reward,
+        terminated, truncated, info) with obs and reward torch tensors carrying the graph."""
+        torch = torch_module()
+        a = torch.clamp(action.to(self.dtype), -1.0, 1.0)
+        tau = torch.zeros((self.num_envs, self.env.body.nv), dtype=self.dtype)
+        tau = tau.index_copy(1, self._cols, a * self._gear)
+        q_start, q_prev, q = self.q, self.q_prev, self.q
+        for t in range(self.env.frame_skip):
+            q_next, _ = self._fns.step(q_prev, q, None, tau, self.spec, t)
+            q_prev, q = q, q_next
+        obs, reward, terminated, x = self.terms(self.env, self._fns, q_start, q_prev, q, a)
+        self.q_prev, self.q = q_prev, q
+        self.elapsed += 1
+        truncated = torch.as_tensor(self.elapsed >= self.max_episode_steps)
+        info = {"x_position": x}
+        done = (terminated | truncated).numpy()
+        if done.any():
+            info["final_obs"], info["done"] = obs, done
+            qr, qpr = self._reset_rows(done)
+            rows = torch.as_tensor(np.nonzero(done)[0])
+            self.q = self.q.index_copy(0, rows, torch.as_tensor(qr, dtype=self.dtype))
+            self.q_prev = self.q_prev.index_copy(0, rows, torch.as_tensor(qpr, dtype=self.dtype))
+            self.elapsed[done] = 0
+            fresh = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
+            obs = torch.where(torch.as_tensor(done)[:, None], fresh, obs)
+        return obs, reward, terminated, truncated, info

@@ -1,0 +1,157 @@
+"""torch.autograd.Functions over the NumPy engine: one PBAD step, the state velocity and the centre of mass.
+
+Forward runs on the host in float64; backward is the engine's own adjoint (:mod:`pbad_gym.integrators.adjoint`,
+:func:`pbad_gym.kinematics.difference_vjp`, :func:`pbad_gym.dynamics.centre_of_mass_vjp`). Cotangents cross the
+torch boundary on configuration coordinates (quaternion components included) and are turned into tangent ones
+(:func:`pbad_gym.kinematics.tangent_cotangent`) inside.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
+from ..energies.contact import contact_state
+from ..integrators.adjoint import step_vjp
+from ..integrators.contact_adjoint import memory_vjp, points_to_tangent
+from ..integrators.pbad import prepare_step, solve_step_in_cone
+from ..kinematics import coordinate_cotangent, difference, difference_vjp, forward_kinematics, tangent_cotangent
+
+NONCONVERGED = ("raise", "mask")
+
+
+def torch_module():
+    """torch, or an ImportError naming the extra."""
+    try:
+        import torch
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError("pbad_gym.diff needs torch: pip install 'pbad_gym[rl]'") from err
+    return torch
+
+
+@dataclasses.dataclass
+class StepSpec:
+    """What a differentiable step needs of its Simulator, and what it carries between steps: the contact memory
+    of the next q_k (NumPy) and the count of rows whose gradient was masked."""
+
+    body: object
+    forces: object
+    dt: float
+    options: object
+    nonconverged: str = "raise"
+    info: dict = dataclasses.field(default_factory=lambda: {"masked": 0})
+    memory: object = None
+
+    @classmethod
+    def of(cls, sim, nonconverged="raise", info=None):
+        if nonconverged not in NONCONVERGED:
+            raise ValueError(f"nonconverged must be one of {NONCONVERGED}, got {nonconverged!r}")
+        info = {} if info is None else info
+        info.setdefault("masked", 0)
+        return cls(sim.body, sim.forces, sim.dt, sim.options, nonconverged, info)
+
+
+def host(x):
+    """A tensor as a float64 NumPy array (detached, on the host)."""
+    return x.detach().cpu().numpy().astype(np.float64)
+
+
+def _like(x):
+    return dict(dtype=x.dtype, device=x.device)
+
+
+@functools.lru_cache(maxsize=None)
+def functions():
+    """The autograd Functions (built on first use, so that importing pbad_gym needs no torch)."""
+    torch = torch_module()
+
+    class Step(torch.autograd.Function):
+        """(q_{k−1}, q_k, anchors or None, τ) -> (q_{k+1}, next anchors or None) of one order-2 step."""
+
+        @staticmethod
+        def forward(ctx, q_prev, q, anchor, tau, spec, t):
+            qp, qc, ta = host(q_prev), host(q), host(tau)
+            body, params = spec.body, spec.forces.contact
+            memory = None
+            if params is not None:  # None anchors: a fresh memory, every anchor at its sphere's centre
+                memory = contact_state(body, forward_kinematics(body, qc), params, spec.dt) if anchor is None \
+                    else spec.memory._replace(anchor=host(anchor))
+            data = prepare_step(body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
+            qn, res, data = solve_step_in_cone(body, data, spec.options)
+            bad = ~np.asarray(res.converged)
+            if bad.any() and spec.nonconverged == "raise":
+                rows = np.nonzero(bad)[0].tolist()
+                raise RuntimeError(f"step {t}: the solver did not converge on rows {rows} (gradient norm "
+                                   f"{np.asarray(res.grad_norm)[bad].max():.3g}); pass nonconverged='mask' to cut "
+                                   "their gradient instead, or shorten dt / raise max_iter")
+            anchor_next = None
+            if params is not None:
+                spec.memory = contact_state(body, forward_kinematics(body, qn), params, spec.dt, prev=data.contact)
+                anchor_next = torch.as_tensor(spec.memory.anchor, **_like(tau))
+            ctx.step = (spec, data, qp, qc, qn, bad, anchor is None)
+            return torch.as_tensor(qn, **_like(tau)), anchor_next
+
+        @staticmethod
+        def backward(ctx, grad, grad_anchor):
+            spec, data, qp, qc, qn, bad, fresh = ctx.step
+            body, params = spec.body, spec.forces.contact
+            gbar = tangent_cotangent(body, qn, host(grad))
+            a_mem = 0.0
+            if params is not None and grad_anchor is not None:
+                g_mem, a_mem = memory_vjp(body, params, spec.dt, forward_kinematics(body, qn), data.contact,
+                                          host(grad_anchor))
+                gbar = gbar + g_mem
+            ct, _ = step_vjp(body, data, qp, qn, gbar)
+            g_prev, g_cur, g_tau = ct.q_prev, ct.q_cur, ct.tau
+            g_anchor = None if ct.anchor is None else ct.anchor + a_mem
+            if g_anchor is not None:
+                g_anchor[..., 2] = 0.0  # the anchors' height is never read
+                if fresh:  # the anchors were the centres of q_k
+                    g_cur = g_cur + points_to_tangent(body, data.kin_ref, g_anchor)
+            if bad.any():
+                spec.info["masked"] += int(bad.sum())
+                for a in (g_prev, g_cur, g_tau) + (() if g_anchor is None else (g_anchor,)):
+                    a[bad] = 0.0
+            like = _like(grad)
+            return (torch.as_tensor(coordinate_cotangent(body, qp, g_prev), **like),
+                    torch.as_tensor(coordinate_cotangent(body, qc, g_cur), **like),
+                    None if fresh or g_anchor is None else torch.as_tensor(g_anchor, **like),
+                    torch.as_tensor(g_tau, **like), None, None)
+
+    class Velocity(torch.autograd.Function):
+        """(q_{k−1}, q_k) -> (q_k ⊖ q_{k−1})/Δt (B, nv): order 2's velocity."""
+
+        @staticmethod
+        def forward(ctx, q_prev, q, body, dt):
+            qp, qc = host(q_prev), host(q)
+            ctx.args = (body, dt, qp, qc)
+            return torch.as_tensor(difference(body, qp, qc) / dt, **_like(q))
+
+        @staticmethod
+        def backward(ctx, grad):
+            body, dt, qp, qc = ctx.args
+            g0, g1 = difference_vjp(body, qp, qc, host(grad) / dt)
+            like = _like(grad)
+            return (torch.as_tensor(coordinate_cotangent(body, qp, g0), **like),
+                    torch.as_tensor(coordinate_cotangent(body, qc, g1), **like), None, None)
+
+    class CentreOfMass(torch.autograd.Function):
+        """q -> centre of mass (B, 3) [m]."""
+
+        @staticmethod
+        def forward(ctx, q, body):
+            qc = host(q)
+            kin = forward_kinematics(body, qc)
+            ctx.args = (body, qc, kin)
+            return torch.as_tensor(_com(body, kin=kin), **_like(q))
+
+        @staticmethod
+        def backward(ctx, grad):
+            body, qc, kin = ctx.args
+            g = centre_of_mass_vjp(body, kin, host(grad))
+            return torch.as_tensor(coordinate_cotangent(body, qc, g), **_like(grad)), None
+
+    return dataclasses.make_dataclass("Functions", ["step", "velocity", "centre_of_mass"])(
+        Step.apply, Velocity.apply, CentreOfMass.apply)
