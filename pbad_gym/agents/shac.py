@@ -227,12 +227,14 @@ def _iteration(cfg, run_dir, L, state, log, carried, it, iterations) -> tuple[di
     episodes = tracker.pop()
     row = _log(state, log, it, episodes, ev, stats, cfg.env.num_envs * p.horizon, time.perf_counter() - t0)
     score = ev["return"] if evaluated else (state["carried"]["return_mean"] if episodes else None)
-    if score is not None and not (p.eval_episodes > 0 and not evaluated):
-        key = selection_key(score, ev["terminated"] or 0.0, 1.0)
-        if state["best_key"] is None or key > state["best_key"]:
-            state["best_key"] = key
-            save_pickle(run_dir / "best_policy.pkl", {**L.policy().to_dict(), "env_id": cfg.env.id,
-                                                      "iteration": it + 1, "score": score})
+    if p.eval_episodes > 0 and not evaluated:
+        score = None
+    key = None if score is None else selection_key(score, ev["terminated"] or 0.0, 1.0)
+    # until a score exists (no evaluation yet, no training episode ended), the latest policy is the kept one
+    if (key is not None and (state["best_key"] is None or key > state["best_key"])) or state["best_key"] is None:
+        state["best_key"] = key
+        save_pickle(run_dir / "best_policy.pkl", {**L.policy().to_dict(), "env_id": cfg.env.id,
+                                                  "iteration": it + 1, "score": score})
     carried = (env, obs, tracker)
     if (it + 1) % cfg.checkpoint_every == 0 or last:
         save_pickle(run_dir / "checkpoint.pkl", {"learner": L.state_dict(), "state": state,

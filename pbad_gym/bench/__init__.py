@@ -19,4 +19,5 @@ BENCHMARKS = {
     "threads": "pbad_gym.bench.threads",
     "scaling-n": "pbad_gym.bench.scaling_n",
     "learnability": "pbad_gym.bench.learnability",
+    "gradients": "pbad_gym.bench.gradients",
 }

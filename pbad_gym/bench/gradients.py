@@ -1,0 +1,318 @@
+"""Gradients through the step: their accuracy, their cost, and what first-order learning does with them.
+
+- ``accuracy``: the step's adjoint (:func:`pbad_gym.integrators.adjoint.step_vjp`) against central finite
+  differences of the solver itself (tolerance 1e-13), per input (q_{k−1}, q_k, τ, stick anchors), on a chain under
+  gravity, the Swimmer (drag, limits, free base) and the standing Spider (contact, Coulomb friction capped by the
+  step's own normal force); and whole rollouts (:func:`pbad_gym.diff.rollout`, 25 steps) along random directions
+  of τ. Relative error = max |adjoint − FD| / max |FD|.
+- ``cost``: milliseconds per physics step of the forward step (NumPy engine and numba kernel, the Simulator's own
+  solver settings) and of the backward step (NumPy), for the Swimmer and the Spider at each batch size.
+- ``learning``: configs/swimmer_shac.yaml, configs/swimmer_ppo.yaml and configs/swimmer_cmaes.yaml trained with
+  the same seed (``--fraction`` of each budget); each kept policy replayed deterministically on 16 unseen reset
+  seeds (1000 steps: distance); learning curves against env steps and against wall-clock in one figure.
+
+Writes results/gradients/{accuracy,cost,learning}.csv, learning.png.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import machine, out_dir, print_table, stamp, write_csv
+
+PARTS = ("accuracy", "cost", "learning")
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+LEARNERS = {"shac": "swimmer_shac.yaml", "ppo": "swimmer_ppo.yaml", "cmaes": "swimmer_cmaes.yaml"}
+
+
+def add_arguments(p):
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure (default all)")
+    p.add_argument("--quick", action="store_true", help="small cases and budgets (smoke test)")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 256], help="batch sizes of the cost part")
+    p.add_argument("--seconds", type=float, default=2.0, help="wall seconds per timed case (cost)")
+    p.add_argument("--fraction", type=float, default=1.0, help="fraction of each learner's budget (learning)")
+    p.add_argument("--learners", nargs="+", choices=tuple(LEARNERS), default=list(LEARNERS),
+                   help="learners of the learning part (default all)")
+
+
+def _vec_sim(env_id, B, **kwargs):
+    import gymnasium
+
+    env = gymnasium.make_vec(env_id, num_envs=B, vectorization_mode="vector_entry_point", **kwargs)
+    return env
+
+
+def standing_spider(B, tight=True, backend=None):
+    """A Spider-v3 state after 1 s standing and 0.15 s of random actions, and a Simulator of its physics (the
+    cone fixed point and the solver run to 1e-13 when ``tight``). Returns (sim, state)."""
+    from .. import Simulator
+
+    env = _vec_sim("pbad_gym/Spider-v3", B)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for a in [np.zeros((B, 8))] * 20 + [rng.uniform(-0.5, 0.5, (B, 8)) for _ in range(3)]:
+        env.step(a)
+    sp = env.unwrapped.sim
+    contact = dataclasses.replace(sp.forces.contact, cone_tol=1e-13, cone_passes=200) if tight else sp.forces.contact
+    sim = Simulator(sp.body, sp.dt, num_envs=B, contact=contact, limit_stiffness=sp.forces.limit_stiffness,
+                    limit_damping=sp.forces.limit_damping, damping=sp.forces.damping, backend=backend,
+                    **({"tol": 1e-13, "max_iter": 300} if tight else {}))
+    return sim, sp.state
+
+
+def _cases(quick):
+    """(name, sim, q_prev, q, tau, anchor or None) of the accuracy part."""
+    from .. import Simulator
+    from ..kinematics import integrate
+    from ..model import chain
+
+    rng = np.random.default_rng(0)
+    out = []
+    for name, sim in (("chain (4 links, gravity, damping)", Simulator(chain(4), 0.01, num_envs=2, damping=0.3)),
+                      ("Swimmer-v1 (drag, limits, free base)", _vec_sim("pbad_gym/Swimmer-v1", 2).unwrapped.sim)):
+        q0 = np.repeat(np.asarray(sim.state.q[:1]), 2, 0)
+        q = integrate(sim.body, q0, 0.1 * rng.standard_normal((2, sim.body.nv)))
+        q_prev = integrate(sim.body, q, -sim.dt * 0.5 * rng.standard_normal((2, sim.body.nv)))
+        out.append((name, sim, q_prev, q, rng.standard_normal((2, sim.body.nv)), None))
+    if not quick:
+        sim, st = standing_spider(2)
+        tau = np.zeros((2, sim.body.nv))
+        tau[:, 6:] = 150 * rng.uniform(-1, 1, (2, 8))
+        out.append(("Spider-v3 standing (contact, Coulomb)", sim, np.array(st.q_prev), np.array(st.q), tau,
+                    np.array(st.contact.anchor)))
+    return out
+
+
+def _solver(sim):
+    from ..energies.contact import contact_state
+    from ..integrators.options import SolverOptions
+    from ..integrators.pbad import prepare_step, solve_step_in_cone
+    from ..kinematics import forward_kinematics
+
+    options = SolverOptions.create(np.float64, optimizer="lm", max_iter=300, tol=1e-13, hessian="exact")
+    params = sim.forces.contact
+
+    def solve(q_prev, q, tau, anchor):
+        memory = None
+        if params is not None:
+            memory = contact_state(sim.body, forward_kinematics(sim.body, q), params, sim.dt)._replace(anchor=anchor)
+        data = prepare_step(sim.body, q_prev, q, tau, sim.dt, sim.forces, contact=memory)
+        q_next, _, data = solve_step_in_cone(sim.body, data, options)
+        return q_next, data
+
+    return solve
+
+
+def step_errors(sim, q_prev, q, tau, anchor):
+    """Relative error of the step's adjoint against central differences, per input: dict name -> error."""
+    from ..integrators.adjoint import step_vjp
+    from ..kinematics import difference, integrate
+
+    solve, body = _solver(sim), sim.body
+    q_next, data = solve(q_prev, q, tau, anchor)
+    gbar = np.random.default_rng(1).standard_normal((q.shape[0], body.nv))
+    ct, _ = step_vjp(body, data, q_prev, q_next, gbar)
+    inputs = [("q_prev", 1e-7), ("q_cur", 1e-7), ("tau", 1e-4)] + ([("anchor", 1e-7)] if anchor is not None else [])
+    out = {}
+    for which, h in inputs:
+        cols = range(body.nv) if which != "anchor" else [(s, a) for s in np.nonzero(data.contact.active.any(0))[0]
+                                                          for a in (0, 1)]
+        fd, got = [], []
+        for j in cols:
+            val = []
+            for sgn in (1.0, -1.0):
+                args = [q_prev, q, tau, anchor]
+                if which == "anchor":
+                    e = np.zeros_like(anchor)
+                    e[:, j[0], j[1]] = sgn * h
+                    args[3] = anchor + e
+                else:
+                    e = np.zeros((q.shape[0], body.nv))
+                    e[:, j] = sgn * h
+                    k = ("q_prev", "q_cur", "tau").index(which)
+                    args[k] = args[k] + e if which == "tau" else integrate(body, args[k], e)
+                val.append(np.sum(gbar * difference(body, q_next, solve(*args)[0]), -1))
+            fd.append((val[0] - val[1]) / (2 * h))
+            got.append(ct.anchor[:, j[0], j[1]] if which == "anchor" else getattr(ct, which)[:, j])
+        fd, got = np.stack(fd, -1), np.stack(got, -1)
+        out[which] = float(np.abs(got - fd).max() / np.abs(fd).max())
+    return out
+
+
+def rollout_error(sim, T=25, directions=3, seed=2):
+    """Worst relative error of d(Σ w·q_t)/dτ along random directions of τ against central differences."""
+    import torch
+
+    from ..diff import rollout
+
+    rng = np.random.default_rng(seed)
+    B, nv = sim.num_envs, sim.body.nv
+    tau = rng.uniform(-1, 1, (T, B, nv)) * (150.0 if sim.forces.contact is not None else 2.0)
+    if sim.forces.contact is not None:
+        tau[..., :6] = 0.0
+    tau = torch.tensor(tau, requires_grad=True)
+    W = torch.tensor(rng.standard_normal((T, B, sim.body.nq)))
+    (W * rollout(sim, tau)).sum().backward()
+    worst = 0.0
+    for _ in range(directions):
+        d = torch.tensor(rng.standard_normal(tau.shape)) * (tau.detach() != 0)
+        with torch.no_grad():
+            fd = (float((W * rollout(sim, tau.detach() + 1e-4 * d)).sum())
+                  - float((W * rollout(sim, tau.detach() - 1e-4 * d)).sum())) / 2e-4
+        worst = max(worst, abs(float((tau.grad * d).sum()) - fd) / abs(fd))
+    return worst
+
+
+def accuracy(args, out):
+    from .. import Simulator
+
+    rows = []
+    for name, sim, q_prev, q, tau, anchor in _cases(args.quick):
+        errors = step_errors(sim, q_prev, q, tau, anchor)
+        rows += [(name, "one step", k, v) for k, v in errors.items()]
+        if anchor is None:  # a rollout from the case's own Simulator, solved tightly
+            tight = Simulator(sim.body, sim.dt, num_envs=2, drag=sim.forces.drag, gravity=tuple(sim.forces.gravity),
+                              limit_stiffness=sim.forces.limit_stiffness, damping=sim.forces.damping, tol=1e-10,
+                              max_iter=300)
+            tight.reset(q, np.zeros((2, sim.body.nv)))
+        else:
+            tight, st = standing_spider(2)
+            tight.state = st._replace(kin=None, kin_prev=None)
+        rows.append((name, "rollout 25 steps", "tau", rollout_error(tight, T=5 if args.quick else 25)))
+    header = ["case", "what", "input", "relative error"]
+    write_csv(out / "accuracy.csv", rows, header)
+    print_table(rows, header, "Adjoint vs central finite differences")
+
+
+def _time(fn, seconds):
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds or n < 3:
+        fn()
+        n += 1
+    return (time.perf_counter() - t0) / n
+
+
+def cost(args, out):
+    """ms per physics step: forward (numpy, numba) and backward (numpy) at each batch size."""
+    from ..integrators.adjoint import step_vjp
+    from ..integrators.pbad import prepare_step, solve_step_in_cone
+    from ..simulator import numba_available
+
+    rows = []
+    batches = [b for b in args.batches if not args.quick or b <= 16]
+    for env_id in ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v3"):
+        for B in batches:
+            backends = ["numpy"] + (["numba"] if numba_available() else [])
+            fwd = {}
+            for backend in backends:
+                env = _vec_sim(env_id, B, backend=backend)
+                env.reset(seed=0)
+                rng = np.random.default_rng(0)
+                for _ in range(5):
+                    env.step(rng.uniform(-1, 1, (B, env.single_action_space.shape[0])))
+                sim, act = env.unwrapped.sim, env.unwrapped.actuated
+                state, tau = sim.snapshot(), np.zeros((B, sim.body.nv))
+                tau[:, act] = rng.uniform(-1, 1, (B, len(act))) * env.unwrapped.gear
+
+                def forward():
+                    sim.restore(state)
+                    sim.step(tau)
+
+                fwd[backend] = _time(forward, args.seconds) * 1e3
+            st = sim.state
+            data = prepare_step(sim.body, np.asarray(st.q_prev), np.asarray(st.q), tau, sim.dt, sim.forces,
+                                contact=st.contact)
+            q_next, _, data = solve_step_in_cone(sim.body, data, sim.options)
+            gbar = np.ones((B, sim.body.nv))
+            back = _time(lambda: step_vjp(sim.body, data, np.asarray(st.q_prev), q_next, gbar), args.seconds) * 1e3
+            ref = fwd.get("numba", fwd["numpy"])
+            rows.append((env_id.split("/")[1], B, fwd["numpy"], fwd.get("numba", float("nan")), back, back / ref))
+            print(f"  {rows[-1][0]} B={B}: forward numpy {fwd['numpy']:.3f} ms, numba {fwd.get('numba', np.nan):.3f}"
+                  f" ms; backward {back:.3f} ms", flush=True)
+    header = ["env", "batch", "forward numpy ms", "forward numba ms", "backward numpy ms", "backward / forward numba"]
+    write_csv(out / "cost.csv", rows, header)
+    print_table(rows, header, "ms per physics step")
+
+
+def learning(args, out):
+    from ..agents.config import load_config
+    from ..agents.episodes import evaluate_policy
+    from ..agents.policies import load_policy
+    from .fig5 import _train
+
+    rows, curves = [], {}
+    for learner in args.learners:
+        cfg = load_config(CONFIGS / LEARNERS[learner])
+        cfg = _budget(cfg, learner, args)
+        run_dir, metrics = _train(cfg, out / "runs")
+        ev = evaluate_policy(load_policy(run_dir), cfg.env, 2 if args.quick else 16, 10_000)
+        last = metrics[-1]
+        y = "return_best" if learner == "cmaes" else "return_mean"
+        curves[learner] = [(int(r["env_steps"]), float(r["wall_time"]), float(r[y])) for r in metrics
+                           if r.get(y) not in (None, "")]
+        rows.append((learner, cfg.name, int(last["env_steps"]), float(last["wall_time"]), ev["return"],
+                     ev["distance"]))
+        print(f"  {learner}: {rows[-1][2]} env steps in {rows[-1][3]:.1f} s; eval return {ev['return']:.1f}, "
+              f"distance {ev['distance']:.2f} m", flush=True)
+    header = ["learner", "config", "env_steps", "wall_s", "eval_return", "eval_distance_m"]
+    write_csv(out / "learning.csv", rows, header)
+    print_table(rows, header, f"Swimmer-v1, kept policy on {2 if args.quick else 16} unseen seeds (1000 steps)")
+    _plot(curves, out / "learning.png")
+
+
+def _budget(cfg, learner, args):
+    f = 0.01 if args.quick else args.fraction
+    if learner == "cmaes":
+        section = dataclasses.replace(cfg.cmaes, iterations=max(1, round(cfg.cmaes.iterations * f)),
+                                      **({"popsize": 4, "episode_steps": 50} if args.quick else {}))
+        return dataclasses.replace(cfg, cmaes=section)
+    sec = getattr(cfg, learner)
+    steps = max(1, round(sec.total_timesteps * f))
+    env = cfg.env
+    if args.quick:
+        env = dataclasses.replace(env, num_envs=4)
+        extra = {"num_steps": 16} if learner == "ppo" else {"horizon": 8}
+        steps = 4 * 16 * 2
+        sec = dataclasses.replace(sec, **extra, eval_episodes=1, eval_every=1)
+    return dataclasses.replace(cfg, env=env, **{learner: dataclasses.replace(sec, total_timesteps=steps)})
+
+
+def _plot(curves, png):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for learner, pts in curves.items():
+        axes[0].plot([p[0] for p in pts], [p[2] for p in pts], label=learner)
+        axes[1].plot([p[1] for p in pts], [p[2] for p in pts], label=learner)
+    for ax, x in zip(axes, ("env steps", "wall-clock [s]")):
+        ax.set_xscale("log")
+        ax.set_xlabel(x)
+        ax.set_ylabel("training return (CMA-ES: best)")
+        ax.legend()
+    axes[0].set_title("Swimmer-v1: return against env steps")
+    axes[1].set_title("against wall-clock (2-core host)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def run(args):
+    if not 0 < args.fraction <= 1:
+        raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
+    if any(b < 1 for b in args.batches):
+        raise ValueError(f"--batches must be positive integers, got {args.batches}")
+    out = out_dir(args.out, "gradients")
+    print(f"pbad-bench gradients on {machine()}, {stamp()}: {', '.join(args.parts)}")
+    for part in PARTS:
+        if part in args.parts:
+            globals()[part](args, out)
+    if "learning" in args.parts:
+        print(f"wrote {out}/learning.png")
+    return 0
