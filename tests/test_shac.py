@@ -64,8 +64,55 @@ def test_episodes_end_at_the_time_limit_and_restart():
 
 
 def test_envs_without_a_differentiable_form_are_refused_by_name():
-    with pytest.raises(ValueError, match="SwimmerVectorEnv"):
-        DiffVecEnv("pbad_gym/Hopper-v0" if "pbad_gym/Hopper-v0" in gym.registry else "pbad_gym/Spider-v3", 1)
+    with pytest.raises(ValueError, match="include_contact_forces_in_observation=False"):
+        DiffVecEnv("pbad_gym/Spider-v3", 1)  # observes contact forces by default
+    with pytest.raises(ValueError, match="contact_cost_weight=0"):
+        DiffVecEnv("pbad_gym/Spider-v3", 1, include_contact_forces_in_observation=False)
+    pytest.importorskip("mujoco")
+    with pytest.raises(ValueError, match="SpiderVectorEnv"):
+        DiffVecEnv("pbad_gym/Hopper-v0", 1)
+
+
+SPIDER = dict(include_contact_forces_in_observation=False, contact_cost_weight=0.0)
+
+
+def test_spider_through_contact_observes_rewards_and_terminates_as_the_native_env():
+    diff = DiffVecEnv("pbad_gym/Spider-v3", 2, **SPIDER)
+    ref = gym.make_vec("pbad_gym/Spider-v3", num_envs=2, vectorization_mode="vector_entry_point", backend="numpy",
+                       **SPIDER)
+    o, (o_ref, _) = diff.reset(seed=3), ref.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        a = rng.uniform(-1, 1, (2, 8))
+        o, r, term, _, info = diff.step(torch.tensor(a, requires_grad=True))
+        o_ref, r_ref, term_ref, _, info_ref = ref.step(a)
+        np.testing.assert_allclose(o.detach().numpy(), o_ref, atol=1e-5)
+        np.testing.assert_allclose(r.detach().numpy(), r_ref, atol=1e-9)
+        np.testing.assert_array_equal(term.numpy(), term_ref)
+    assert diff.anchor is not None and diff.anchor.requires_grad  # the stick anchors carry the graph
+
+
+def test_spider_rewards_are_differentiable_through_contact():
+    diff = DiffVecEnv("pbad_gym/Spider-v3", 1, frame_skip=5, **SPIDER)  # 5 physics steps per env step
+    diff.reset(seed=1)
+    state = (diff.q.clone(), diff.q_prev.clone(), diff.elapsed.copy())
+    rng = np.random.default_rng(2)
+    actions = torch.tensor(rng.uniform(-0.5, 0.5, (3, 1, 8)), requires_grad=True)
+
+    def total(a):
+        diff.q, diff.q_prev, diff.elapsed, diff.anchor = state[0], state[1], state[2].copy(), None
+        out = 0.0
+        for t in range(len(a)):
+            o, r, *_ = diff.step(a[t])
+            out = out + r.sum() + 0.1 * o.sum()
+        return out
+
+    total(actions).backward()
+    d = torch.tensor(rng.standard_normal(actions.shape))
+    h = 1e-6
+    with torch.no_grad():
+        fd = (total(actions + h * d) - total(actions - h * d)) / (2 * h)
+    assert float((actions.grad * d).sum()) == pytest.approx(float(fd), rel=1e-4)
 
 
 def _config(tmp_path, **shac):
@@ -118,7 +165,7 @@ def test_pbad_train_and_eval_run_the_shipped_config_on_a_tiny_budget(tmp_path, m
 @pytest.mark.parametrize("override, expected", [("shac.horizon=0", "SHACConfig.horizon"),
                                                 ("shac.total_timesteps=10", "shac.total_timesteps"),
                                                 ("shac.gamma=1.5", "SHACConfig.gamma"),
-                                                ("env.id=pbad_gym/Spider-v3", "SwimmerVectorEnv")])
+                                                ("env.id=pbad_gym/Spider-v3", "include_contact_forces")])
 def test_bad_shac_settings_exit_2_naming_the_key(tmp_path, monkeypatch, capsys, override, expected):
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "c.yaml"
@@ -127,3 +174,18 @@ def test_bad_shac_settings_exit_2_naming_the_key(tmp_path, monkeypatch, capsys, 
         train_main([str(cfg), override, "--no-progress"])
     assert exc.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+def test_spider_rows_that_end_restart_with_a_fresh_contact_memory():
+    from pbad_gym.energies.contact import sphere_centres
+    from pbad_gym.kinematics import forward_kinematics
+
+    diff = DiffVecEnv("pbad_gym/Spider-v3", 2, frame_skip=2, max_episode_steps=2, **SPIDER)
+    diff.reset(seed=0)
+    for _ in range(3):
+        *_, trunc, info = diff.step(torch.zeros((2, 8)))
+        if trunc.any():
+            centres = sphere_centres(diff.env.body, forward_kinematics(diff.env.body, diff.q.numpy()))
+            np.testing.assert_allclose(diff.anchor.detach().numpy(), centres)
+            np.testing.assert_allclose(diff.spec.memory.P, centres)
+    assert (diff.elapsed == 1).all()

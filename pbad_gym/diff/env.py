@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..energies.contact import contact_state
+from ..envs.spider import SpiderVectorEnv
 from ..envs.swimmer import SwimmerVectorEnv
+from ..kinematics import forward_kinematics
 from .functions import StepSpec, functions, torch_module
 from .rollout import check_simulator
 
@@ -24,7 +27,31 @@ def _swimmer_terms(env, fns, q_prev, q, q_next, action):
     return obs, reward, torch.zeros_like(reward, dtype=torch.bool), x.detach().cpu().numpy()
 
 
-TERMS = {SwimmerVectorEnv: _swimmer_terms}
+def _spider_terms(env, fns, q_prev, q, q_next, action):
+    """Spider (v1–v3, contact forces neither observed nor costed): observation (q without x, y unless kept) ⊕
+    velocity; reward healthy_reward·healthy + forward_reward_weight·ẋ_torso − ctrl_cost_weight·‖a‖²; terminated
+    when unhealthy (and ``terminate_when_unhealthy``); the torso's x (NumPy). Health is a switch: no gradient."""
+    torch = torch_module()
+    pos = q_next[:, 2:] if env.exclude_positions else q_next
+    obs = torch.cat([pos, fns.velocity(q, q_next, env.body, env.sim.dt)], 1)
+    healthy = torch.as_tensor(env.healthy(q_next.detach().cpu().numpy()))
+    vel = (q_next[:, 0] - q_prev[:, 0]) / env.dt
+    reward = (env.healthy_reward * healthy.to(q_next.dtype) + env.forward_reward_weight * vel
+              - env.ctrl_cost_weight * (action * action).sum(1))
+    terminated = ~healthy if env.terminate_when_unhealthy else torch.zeros_like(healthy)
+    return obs, reward, terminated, q_next[:, 0].detach().cpu().numpy()
+
+
+def _check_spider(env):
+    if env.include_contact:
+        raise ValueError("DiffVecEnv does not differentiate contact forces: make the Spider with "
+                         "include_contact_forces_in_observation=False")
+    if env.contact_cost_weight != 0:
+        raise ValueError("DiffVecEnv does not differentiate contact forces: make the Spider with "
+                         "contact_cost_weight=0")
+
+
+TERMS = {SwimmerVectorEnv: (_swimmer_terms, None), SpiderVectorEnv: (_spider_terms, _check_spider)}
 
 
 class DiffVecEnv:
@@ -34,7 +61,9 @@ class DiffVecEnv:
     carried since the last :meth:`detach` (float64 unless ``dtype``). Resets use the env's own reset
     distribution and seeding; episodes are truncated at the env's ``max_episode_steps``; ``info["final_obs"]``
     holds the last observation of the rows that ended (differentiable), as Gymnasium's autoreset does.
-    Environments covered: the Swimmer (v0, v1).
+    Environments covered: the Swimmer (v0, v1) and the Spider (v1–v3, with
+    ``include_contact_forces_in_observation=False`` and ``contact_cost_weight=0``: contact forces are not
+    differentiated); the contact memory's stick anchors are carried and differentiated along the rollout.
     """
 
     def __init__(self, env_id, num_envs=1, *, dtype=None, nonconverged="mask", **kwargs):
@@ -43,10 +72,13 @@ class DiffVecEnv:
         torch = torch_module()
         self.env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
                                       **kwargs).unwrapped
-        self.terms = next((f for cls, f in TERMS.items() if isinstance(self.env, cls)), None)
-        if self.terms is None:
+        covered = next((f for cls, f in TERMS.items() if isinstance(self.env, cls)), None)
+        if covered is None:
             raise ValueError(f"DiffVecEnv covers {[c.__name__ for c in TERMS]}; {env_id!r} is a "
                              f"{type(self.env).__name__}")
+        self.terms, check = covered
+        if check is not None:
+            check(self.env)
         check_simulator(self.env.sim)
         self.num_envs, self.dtype = num_envs, dtype or torch.float64
         self.single_observation_space = self.env.single_observation_space
@@ -57,7 +89,7 @@ class DiffVecEnv:
         self._fns = functions()
         self._gear = torch.as_tensor(self.env.gear, dtype=self.dtype)
         self._cols = torch.as_tensor(self.env.actuated)
-        self.q = self.q_prev = None
+        self.q = self.q_prev = self.anchor = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -79,6 +111,7 @@ class DiffVecEnv:
         torch = torch_module()
         q, q_prev = self._reset_rows(np.ones(self.num_envs, dtype=bool), seed)
         self.q, self.q_prev = torch.as_tensor(q, dtype=self.dtype), torch.as_tensor(q_prev, dtype=self.dtype)
+        self.anchor = None  # a fresh contact memory: every anchor at its sphere's centre
         self.elapsed = np.zeros(self.num_envs, dtype=int)
         return self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
 
@@ -89,6 +122,14 @@ class DiffVecEnv:
     def detach(self):
         """Cut the graph: the carried state becomes a constant (SHAC's horizon boundary)."""
         self.q, self.q_prev = self.q.detach(), self.q_prev.detach()
+        self.anchor = None if self.anchor is None else self.anchor.detach()
+
+    def _fresh_memory(self, rows, q):
+        """Replace the contact memory of ``rows`` (B,) bool by that of configurations q (n, nq) just reset."""
+        env = self.env
+        fresh = contact_state(env.body, forward_kinematics(env.body, q), env.sim.forces.contact, env.sim.dt)
+        mem = self.spec.memory
+        self.spec.memory = type(mem)(*(_set_rows(a, rows, b) for a, b in zip(mem, fresh)))
 
     def step(self, action):
         """One env step (frame_skip physics steps) under actions (B, n_act) in [-1, 1] (clipped): (obs, reward,
@@ -98,9 +139,11 @@ class DiffVecEnv:
         tau = torch.zeros((self.num_envs, self.env.body.nv), dtype=self.dtype)
         tau = tau.index_copy(1, self._cols, a * self._gear)
         q_start, q_prev, q = self.q, self.q_prev, self.q
+        anchor = self.anchor
         for t in range(self.env.frame_skip):
-            q_next, _ = self._fns.step(q_prev, q, None, tau, self.spec, t)
+            q_next, anchor = self._fns.step(q_prev, q, anchor, tau, self.spec, t)
             q_prev, q = q, q_next
+        self.anchor = anchor
         obs, reward, terminated, x = self.terms(self.env, self._fns, q_start, q_prev, q, a)
         self.q_prev, self.q = q_prev, q
         self.elapsed += 1
@@ -113,7 +156,17 @@ class DiffVecEnv:
             rows = torch.as_tensor(np.nonzero(done)[0])
             self.q = self.q.index_copy(0, rows, torch.as_tensor(qr, dtype=self.dtype))
             self.q_prev = self.q_prev.index_copy(0, rows, torch.as_tensor(qpr, dtype=self.dtype))
+            if self.anchor is not None:  # the reset rows start a fresh contact memory
+                self._fresh_memory(done, qr)
+                self.anchor = self.anchor.index_copy(0, rows, torch.as_tensor(self.spec.memory.anchor[done],
+                                                                              dtype=self.dtype))
             self.elapsed[done] = 0
             fresh = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
             obs = torch.where(torch.as_tensor(done)[:, None], fresh, obs)
         return obs, reward, terminated, truncated, info
+
+
+def _set_rows(a, rows, b):
+    out = np.array(a, copy=True)
+    out[rows] = b
+    return out
