@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
-from ..energies.contact import contact_state
+from ..energies.contact import ContactMemory, applied_normal, contact_state, sphere_centres
 from ..integrators.adjoint import step_vjp
 from ..integrators.contact_adjoint import memory_vjp, points_to_tangent
 from ..integrators.pbad import prepare_step, solve_step_in_cone
@@ -43,6 +43,7 @@ class StepSpec:
     nonconverged: str = "raise"
     info: dict = dataclasses.field(default_factory=lambda: {"masked": 0})
     memory: object = None
+    kernel: bool = False  # forward on the numba kernel (the Simulator's backend), backward on NumPy
 
     @classmethod
     def of(cls, sim, nonconverged="raise", info=None):
@@ -50,7 +51,40 @@ class StepSpec:
             raise ValueError(f"nonconverged must be one of {NONCONVERGED}, got {nonconverged!r}")
         info = {} if info is None else info
         info.setdefault("masked", 0)
-        return cls(sim.body, sim.forces, sim.dt, sim.options, nonconverged, info)
+        return cls(sim.body, sim.forces, sim.dt, sim.options, nonconverged, info,
+                   kernel=getattr(sim, "backend", "numpy") == "numba")
+
+
+def forward_step(spec, qp, qc, ta, memory):
+    """One step from (q_{k−1}, q_k) (B, nq) under τ (B, nv) with the contact memory of q_k: (q_{k+1}, converged
+    (B,), measure (B,), StepData or None (kernel steps rebuild it in backward), the next contact memory)."""
+    body, params = spec.body, spec.forces.contact
+    if spec.kernel:
+        from ..kernels.numba.step import kernel_step
+
+        o = spec.options
+        r = kernel_step(body, qp, qc, ta, spec.dt, spec.forces, max_iter=o.max_iter, tol=o.tol, hessian=o.hessian,
+                        contact=memory, finish=params is not None)
+        # r.contact: the fields (P, active, normal, anchor)
+        nxt = None if params is None else ContactMemory(*(np.array(a) for a in r.contact))
+        return r.q, np.asarray(r.converged), np.asarray(r.grad_norm), None, nxt
+    data = prepare_step(body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
+    qn, res, data = solve_step_in_cone(body, data, spec.options)
+    nxt = None if params is None else contact_state(body, forward_kinematics(body, qn), params, spec.dt,
+                                                    prev=data.contact)
+    return qn, np.asarray(res.converged), np.asarray(res.grad_norm), data, nxt
+
+
+def step_data(spec, qp, qc, ta, memory, qn):
+    """The StepData a step from (q_{k−1}, q_k) under τ was solved with, rebuilt for its adjoint; with the cone's
+    fixed point the cap is the normal force the solution q_{k+1} applies."""
+    data = prepare_step(spec.body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
+    params = spec.forces.contact
+    if params is not None and params.resolves_cone:
+        P = sphere_centres(spec.body, forward_kinematics(spec.body, qn))
+        data = data._replace(contact=data.contact._replace(normal=applied_normal(spec.body, P, params, memory.P,
+                                                                                 spec.dt)))
+    return data
 
 
 def host(x):
@@ -78,25 +112,27 @@ def functions():
             if params is not None:  # None anchors: a fresh memory, every anchor at its sphere's centre
                 memory = contact_state(body, forward_kinematics(body, qc), params, spec.dt) if anchor is None \
                     else spec.memory._replace(anchor=host(anchor))
-            data = prepare_step(body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
-            qn, res, data = solve_step_in_cone(body, data, spec.options)
-            bad = ~np.asarray(res.converged)
+            qn, converged, measure, data, nxt = forward_step(spec, qp, qc, ta, memory)
+            bad = ~converged
             if bad.any() and spec.nonconverged == "raise":
                 rows = np.nonzero(bad)[0].tolist()
                 raise RuntimeError(f"step {t}: the solver did not converge on rows {rows} (gradient norm "
-                                   f"{np.asarray(res.grad_norm)[bad].max():.3g}); pass nonconverged='mask' to cut "
-                                   "their gradient instead, or shorten dt / raise max_iter")
+                                   f"{measure[bad].max():.3g}); pass nonconverged='mask' to cut their gradient "
+                                   "instead, or shorten dt / raise max_iter")
             anchor_next = None
             if params is not None:
-                spec.memory = contact_state(body, forward_kinematics(body, qn), params, spec.dt, prev=data.contact)
-                anchor_next = torch.as_tensor(spec.memory.anchor, **_like(tau))
-            ctx.step = (spec, data, qp, qc, qn, bad, anchor is None)
+                spec.memory = nxt
+                anchor_next = torch.as_tensor(nxt.anchor, **_like(tau))
+            ctx.step = (spec, data, (qp, qc, ta, memory), qn, bad, anchor is None)
             return torch.as_tensor(qn, **_like(tau)), anchor_next
 
         @staticmethod
         def backward(ctx, grad, grad_anchor):
-            spec, data, qp, qc, qn, bad, fresh = ctx.step
+            spec, data, inputs, qn, bad, fresh = ctx.step
             body, params = spec.body, spec.forces.contact
+            qp, qc = inputs[0], inputs[1]
+            if data is None:
+                data = step_data(spec, *inputs, qn)
             gbar = tangent_cotangent(body, qn, host(grad))
             a_mem = 0.0
             if params is not None and grad_anchor is not None:
