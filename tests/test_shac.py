@@ -179,3 +179,15 @@ def test_spider_rows_that_end_restart_with_a_fresh_contact_memory():
             np.testing.assert_allclose(diff.anchor.detach().numpy(), centres)
             np.testing.assert_allclose(diff.spec.memory.P, centres)
     assert (diff.elapsed == 1).all()
+
+
+def test_a_row_whose_physics_fails_is_truncated_and_passes_no_gradient():
+    diff = DiffVecEnv("pbad_gym/Swimmer-v1", 2, max_iter=2, tol=1e-15)  # no step converges in two iterations
+    o0 = diff.reset(seed=0)
+    a = torch.ones((2, 3), requires_grad=True)
+    o, r, term, trunc, info = diff.step(a)
+    assert info["diverged"].all() and trunc.all() and not term.any()
+    assert torch.equal(info["final_obs"], o0) and float(r.detach().abs().sum()) == 0.0
+    (r.sum() + info["final_obs"].sum()).backward()
+    assert torch.isfinite(a.grad).all() and float(a.grad.abs().sum()) == 0.0
+    assert diff.info["masked"] == 2

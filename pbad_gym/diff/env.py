@@ -60,7 +60,9 @@ class DiffVecEnv:
     observations (B, obs_dim) and rewards (B,) that are differentiable functions of the actions and of the state
     carried since the last :meth:`detach` (float64 unless ``dtype``). Resets use the env's own reset
     distribution and seeding; episodes are truncated at the env's ``max_episode_steps``; ``info["final_obs"]``
-    holds the last observation of the rows that ended (differentiable), as Gymnasium's autoreset does.
+    holds the last observation of the rows that ended (differentiable), as Gymnasium's autoreset does. A row
+    whose physics fails (a solver that does not converge, a non-finite state) is truncated with
+    ``info["diverged"]``, keeps its last observation, earns 0 and passes no gradient, as the native env's guard.
     Environments covered: the Swimmer (v0, v1) and the Spider (v1–v3, with
     ``include_contact_forces_in_observation=False`` and ``contact_cost_weight=0``: contact forces are not
     differentiated); the contact memory's stick anchors are carried and differentiated along the rollout.
@@ -113,7 +115,9 @@ class DiffVecEnv:
         self.q, self.q_prev = torch.as_tensor(q, dtype=self.dtype), torch.as_tensor(q_prev, dtype=self.dtype)
         self.anchor = None  # a fresh contact memory: every anchor at its sphere's centre
         self.elapsed = np.zeros(self.num_envs, dtype=int)
-        return self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
+        obs, _, _, x = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())
+        self._last_obs, self._last_x = obs.detach(), x
+        return obs
 
     def _zero_action(self):
         torch = torch_module()
@@ -139,16 +143,23 @@ class DiffVecEnv:
         tau = torch.zeros((self.num_envs, self.env.body.nv), dtype=self.dtype)
         tau = tau.index_copy(1, self._cols, a * self._gear)
         q_start, q_prev, q = self.q, self.q_prev, self.q
-        anchor = self.anchor
+        anchor, self.spec.failed = self.anchor, None
         for t in range(self.env.frame_skip):
             q_next, anchor = self._fns.step(q_prev, q, anchor, tau, self.spec, t)
             q_prev, q = q, q_next
         self.anchor = anchor
         obs, reward, terminated, x = self.terms(self.env, self._fns, q_start, q_prev, q, a)
+        diverged = self._diverged(obs, reward)
         self.q_prev, self.q = q_prev, q
         self.elapsed += 1
         truncated = torch.as_tensor(self.elapsed >= self.max_episode_steps)
-        info = {"x_position": x}
+        if diverged.any():  # as the native env: the row keeps its last observation, earns 0 and is truncated
+            dv = torch.as_tensor(diverged)
+            obs = torch.where(dv[:, None], self._last_obs, obs)
+            reward = torch.where(dv, torch.zeros_like(reward), reward)
+            terminated, truncated = terminated & ~dv, truncated | dv
+            x = np.where(diverged, self._last_x, x)
+        info = {"x_position": x, "diverged": diverged}
         done = (terminated | truncated).numpy()
         if done.any():
             info["final_obs"], info["done"] = obs, done
@@ -163,7 +174,15 @@ class DiffVecEnv:
             self.elapsed[done] = 0
             fresh = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
             obs = torch.where(torch.as_tensor(done)[:, None], fresh, obs)
+        self._last_obs, self._last_x = obs.detach(), x
         return obs, reward, terminated, truncated, info
+
+    def _diverged(self, obs, reward):
+        """(B,) bool: rows whose physics failed in this env step (a solver that did not converge, non-finite
+        state, observation or reward)."""
+        failed = np.zeros(self.num_envs, bool) if self.spec.failed is None else self.spec.failed
+        return (failed | ~np.isfinite(obs.detach().cpu().numpy()).all(1)
+                | ~np.isfinite(reward.detach().cpu().numpy()))
 
 
 def _set_rows(a, rows, b):

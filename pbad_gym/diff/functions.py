@@ -44,6 +44,7 @@ class StepSpec:
     info: dict = dataclasses.field(default_factory=lambda: {"masked": 0})
     memory: object = None
     kernel: bool = False  # forward on the numba kernel (the Simulator's backend), backward on NumPy
+    failed: object = None  # (B,) bool: rows whose step failed (unconverged or non-finite) since the caller reset it
 
     @classmethod
     def of(cls, sim, nonconverged="raise", info=None):
@@ -96,6 +97,16 @@ def _like(x):
     return dict(dtype=x.dtype, device=x.device)
 
 
+def _finite(g):
+    """g (B, n) with the rows that hold a non-finite value zeroed: a failed row passes no gradient on (and no NaN
+    into the rows it never touched)."""
+    bad = ~np.isfinite(g).all(1)
+    if bad.any():
+        g = g.copy()
+        g[bad] = 0.0
+    return g
+
+
 @functools.lru_cache(maxsize=None)
 def functions():
     """The autograd Functions (built on first use, so that importing pbad_gym needs no torch)."""
@@ -113,7 +124,8 @@ def functions():
                 memory = contact_state(body, forward_kinematics(body, qc), params, spec.dt) if anchor is None \
                     else spec.memory._replace(anchor=host(anchor))
             qn, converged, measure, data, nxt = forward_step(spec, qp, qc, ta, memory)
-            bad = ~converged
+            bad = ~converged | ~np.isfinite(qn).all(1)
+            spec.failed = bad if spec.failed is None else spec.failed | bad
             if bad.any() and spec.nonconverged == "raise":
                 rows = np.nonzero(bad)[0].tolist()
                 raise RuntimeError(f"step {t}: the solver did not converge on rows {rows} (gradient norm "
@@ -168,7 +180,7 @@ def functions():
         @staticmethod
         def backward(ctx, grad):
             body, dt, qp, qc = ctx.args
-            g0, g1 = difference_vjp(body, qp, qc, host(grad) / dt)
+            g0, g1 = (_finite(g) for g in difference_vjp(body, qp, qc, host(grad) / dt))
             like = _like(grad)
             return (torch.as_tensor(coordinate_cotangent(body, qp, g0), **like),
                     torch.as_tensor(coordinate_cotangent(body, qc, g1), **like), None, None)
@@ -186,7 +198,7 @@ def functions():
         @staticmethod
         def backward(ctx, grad):
             body, qc, kin = ctx.args
-            g = centre_of_mass_vjp(body, kin, host(grad))
+            g = _finite(centre_of_mass_vjp(body, kin, host(grad)))
             return torch.as_tensor(coordinate_cotangent(body, qc, g), **_like(grad)), None
 
     return dataclasses.make_dataclass("Functions", ["step", "velocity", "centre_of_mass"])(
