@@ -70,10 +70,10 @@ def test_episodes_end_at_the_time_limit_and_restart():
 
 
 def test_envs_without_a_differentiable_form_are_refused_by_name():
-    with pytest.raises(ValueError, match="include_contact_forces_in_observation=False"):
-        DiffVecEnv("pbad_gym/Spider-v3", 1)  # observes contact forces by default
-    with pytest.raises(ValueError, match="contact_cost_weight=0"):
-        DiffVecEnv("pbad_gym/Spider-v3", 1, include_contact_forces_in_observation=False)
+    with pytest.raises(ValueError, match="SwimmerVectorEnv"):
+        DiffVecEnv("Pendulum-v1", 1)  # no native pbad_gym vector env
+    with pytest.raises(ValueError, match="penalty"):
+        DiffVecEnv("pbad_gym/Spider-v3", 1, contact_model="impulse")
     pytest.importorskip("mujoco")
     with pytest.raises(ValueError, match="SpiderVectorEnv"):
         DiffVecEnv("pbad_gym/Hopper-v0", 1)
@@ -82,10 +82,11 @@ def test_envs_without_a_differentiable_form_are_refused_by_name():
 SPIDER = dict(include_contact_forces_in_observation=False, contact_cost_weight=0.0)
 
 
-def test_spider_through_contact_observes_rewards_and_terminates_as_the_native_env():
-    diff = DiffVecEnv("pbad_gym/Spider-v3", 2, **SPIDER)
+@pytest.mark.parametrize("kwargs", [{}, SPIDER], ids=["ground-forces-observed-and-costed", "without-forces"])
+def test_spider_through_contact_observes_rewards_and_terminates_as_the_native_env(kwargs):
+    diff = DiffVecEnv("pbad_gym/Spider-v3", 2, **kwargs)
     ref = gym.make_vec("pbad_gym/Spider-v3", num_envs=2, vectorization_mode="vector_entry_point", backend="numpy",
-                       **SPIDER)
+                       **kwargs)
     o, (o_ref, _) = diff.reset(seed=3), ref.reset(seed=3)
     rng = np.random.default_rng(0)
     for _ in range(4):
@@ -98,8 +99,9 @@ def test_spider_through_contact_observes_rewards_and_terminates_as_the_native_en
     assert diff.anchor is not None and diff.anchor.requires_grad  # the stick anchors carry the graph
 
 
-def test_spider_rewards_are_differentiable_through_contact():
-    diff = DiffVecEnv("pbad_gym/Spider-v3", 1, frame_skip=5, **SPIDER)  # 5 physics steps per env step
+@pytest.mark.parametrize("kwargs", [{"contact_cost_weight": 0.05}, SPIDER], ids=["ground-forces", "without-forces"])
+def test_spider_rewards_are_differentiable_through_contact(kwargs):
+    diff = DiffVecEnv("pbad_gym/Spider-v3", 1, frame_skip=5, **kwargs)  # 5 physics steps per env step
     diff.reset(seed=1)
     rng = np.random.default_rng(2)
     _check_action_gradient(diff, torch.tensor(rng.uniform(-0.5, 0.5, (3, 1, 8))), rng, 1e-4)
@@ -155,7 +157,7 @@ def test_pbad_train_and_eval_run_the_shipped_config_on_a_tiny_budget(tmp_path, m
 @pytest.mark.parametrize("override, expected", [("shac.horizon=0", "SHACConfig.horizon"),
                                                 ("shac.total_timesteps=10", "shac.total_timesteps"),
                                                 ("shac.gamma=1.5", "SHACConfig.gamma"),
-                                                ("env.id=pbad_gym/Spider-v3", "include_contact_forces")])
+                                                ("env.id=Pendulum-v1", "SwimmerVectorEnv")])
 def test_bad_shac_settings_exit_2_naming_the_key(tmp_path, monkeypatch, capsys, override, expected):
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "c.yaml"

@@ -177,3 +177,45 @@ def test_cotangent_conversions_invert_each_other_on_the_tangent_plane():
     c, d = rng.standard_normal(q.shape), 1e-6 * rng.standard_normal((4, sim.body.nv))
     np.testing.assert_allclose(np.sum(c * (integrate(sim.body, q, d) - q), -1),
                                np.sum(tangent_cotangent(sim.body, q, c) * d, -1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("contact", [{}, {"friction_cap": "lagged_spring"}, {"friction": "viscous", "damping": 20.0}],
+                         ids=["coulomb-applied", "coulomb-lagged-spring", "viscous"])
+def test_ground_force_adjoint(contact):
+    """F = −∂E_c/∂P at q_{k+1} as a function of q_{k+1}, q_k and the anchors (the cap included)."""
+    from pbad_gym.energies.contact import sphere_forces
+    from pbad_gym.integrators.contact_adjoint import memory_of, points_to_tangent, sphere_force_vjp
+
+    sim, state = _standing_spider(2, contact)
+    body, params, dt = sim.body, sim.forces.contact, sim.dt
+    rng = np.random.default_rng(0)
+    q, anchor = np.array(state.q), np.array(state.contact.anchor)
+    q_next = integrate(body, q, 1e-3 * rng.standard_normal((2, body.nv)))
+
+    def forces(q_next, q, anchor):
+        kn, kc = forward_kinematics(body, q_next), forward_kinematics(body, q)
+        return sphere_forces(body, kn, params, memory_of(body, params, dt, kc, anchor, kn), dt)
+
+    Fbar = rng.standard_normal(forces(q_next, q, anchor).shape)
+    kn, kc = forward_kinematics(body, q_next), forward_kinematics(body, q)
+    g_next, g_Pk, g_anchor = sphere_force_vjp(body, params, dt, kn, memory_of(body, params, dt, kc, anchor, kn), Fbar)
+    got = {"q_next": g_next, "q": points_to_tangent(body, kc, g_Pk), "anchor": g_anchor.reshape(2, -1)}
+    h = 1e-7
+    for k, name in enumerate(("q_next", "q", "anchor")):
+        fd = []
+        for j in range(body.nv if k < 2 else anchor[0].size):
+            val = []
+            for sgn in (1.0, -1.0):
+                args = [q_next, q, anchor]
+                if k == 2:
+                    e = np.zeros_like(anchor)
+                    e.reshape(2, -1)[:, j] = sgn * h
+                    args[2] = anchor + e
+                else:
+                    e = np.zeros((2, body.nv))
+                    e[:, j] = sgn * h
+                    args[k] = integrate(body, args[k], e)
+                val.append(np.sum(Fbar * forces(*args), (1, 2)))
+            fd.append((val[0] - val[1]) / (2 * h))
+        fd = np.stack(fd, -1)
+        np.testing.assert_allclose(got[name], fd, rtol=0, atol=1e-6 * max(np.abs(fd).max(), 1e-12), err_msg=name)

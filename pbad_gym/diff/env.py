@@ -13,7 +13,7 @@ from .functions import StepSpec, functions, torch_module
 from .rollout import check_simulator
 
 
-def _swimmer_terms(env, fns, q_prev, q, q_next, action):
+def _swimmer_terms(env, fns, q_prev, q, q_next, action, contact, spec):
     """Swimmer (v0, v1): observation (q without x, y, z unless kept) ⊕ velocity; reward forward_reward_weight·ẋ_com
     − ctrl_cost_weight·‖a‖² (the env's own definitions, :class:`~pbad_gym.envs.swimmer.SwimmerVectorEnv`);
     terminated never; the centre of mass' x after the step (NumPy)."""
@@ -27,31 +27,31 @@ def _swimmer_terms(env, fns, q_prev, q, q_next, action):
     return obs, reward, torch.zeros_like(reward, dtype=torch.bool), x.detach().cpu().numpy()
 
 
-def _spider_terms(env, fns, q_prev, q, q_next, action):
-    """Spider (v1–v3, contact forces neither observed nor costed): observation (q without x, y unless kept) ⊕
-    velocity; reward healthy_reward·healthy + forward_reward_weight·ẋ_torso − ctrl_cost_weight·‖a‖²; terminated
-    when unhealthy (and ``terminate_when_unhealthy``); the torso's x (NumPy). Health is a switch: no gradient."""
+def _spider_terms(env, fns, q_prev, q, q_next, action, contact, spec):
+    """Spider (v1–v3): observation (q without x, y unless kept) ⊕ velocity ⊕ the clipped ground forces (when
+    observed); reward healthy_reward·healthy + forward_reward_weight·ẋ_torso − ctrl_cost_weight·‖a‖² −
+    contact_cost_weight·‖clip(F)‖²; terminated when unhealthy (and ``terminate_when_unhealthy``); the torso's x
+    (NumPy). Health is a switch: no gradient. ``contact``: (q_k, its anchors or None) of the step that arrived at
+    q_next (q_next itself and None right after a reset)."""
     torch = torch_module()
     pos = q_next[:, 2:] if env.exclude_positions else q_next
-    obs = torch.cat([pos, fns.velocity(q, q_next, env.body, env.sim.dt)], 1)
+    parts = [pos, fns.velocity(q, q_next, env.body, env.sim.dt)]
+    cost = 0.0
+    if env.include_contact or env.contact_cost_weight != 0:
+        F = torch.clamp(fns.contact_forces(q_next, contact[0], contact[1], spec), *env.contact_force_range)
+        if env.include_contact:
+            parts.append(F.reshape(len(q_next), -1))
+        cost = env.contact_cost_weight * (F * F).sum((1, 2))
+    obs = torch.cat(parts, 1)
     healthy = torch.as_tensor(env.healthy(q_next.detach().cpu().numpy()))
     vel = (q_next[:, 0] - q_prev[:, 0]) / env.dt
     reward = (env.healthy_reward * healthy.to(q_next.dtype) + env.forward_reward_weight * vel
-              - env.ctrl_cost_weight * (action * action).sum(1))
+              - env.ctrl_cost_weight * (action * action).sum(1) - cost)
     terminated = ~healthy if env.terminate_when_unhealthy else torch.zeros_like(healthy)
     return obs, reward, terminated, q_next[:, 0].detach().cpu().numpy()
 
 
-def _check_spider(env):
-    if env.include_contact:
-        raise ValueError("DiffVecEnv does not differentiate contact forces: make the Spider with "
-                         "include_contact_forces_in_observation=False")
-    if env.contact_cost_weight != 0:
-        raise ValueError("DiffVecEnv does not differentiate contact forces: make the Spider with "
-                         "contact_cost_weight=0")
-
-
-TERMS = {SwimmerVectorEnv: (_swimmer_terms, None), SpiderVectorEnv: (_spider_terms, _check_spider)}
+TERMS = {SwimmerVectorEnv: _swimmer_terms, SpiderVectorEnv: _spider_terms}
 
 
 class DiffVecEnv:
@@ -63,24 +63,26 @@ class DiffVecEnv:
     holds the last observation of the rows that ended (differentiable), as Gymnasium's autoreset does. A row
     whose physics fails (a solver that does not converge, a non-finite state) is truncated with
     ``info["diverged"]``, keeps its last observation, earns 0 and passes no gradient, as the native env's guard.
-    Environments covered: the Swimmer (v0, v1) and the Spider (v1–v3, with
-    ``include_contact_forces_in_observation=False`` and ``contact_cost_weight=0``: contact forces are not
-    differentiated); the contact memory's stick anchors are carried and differentiated along the rollout.
+    Environments covered: the Swimmer (v0, v1) and the Spider (v1–v3 with penalty contact; its observed and costed
+    ground forces are differentiated too); the contact memory's stick anchors are carried and differentiated
+    along the rollout.
     """
 
     def __init__(self, env_id, num_envs=1, *, dtype=None, nonconverged="mask", **kwargs):
         import gymnasium
 
         torch = torch_module()
-        self.env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
-                                      **kwargs).unwrapped
+        try:
+            self.env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+                                          **kwargs).unwrapped
+        except gymnasium.error.Error as exc:
+            raise ValueError(f"DiffVecEnv needs a native pbad_gym vector env ({[c.__name__ for c in TERMS]}); "
+                             f"{env_id!r}: {exc}") from None
         covered = next((f for cls, f in TERMS.items() if isinstance(self.env, cls)), None)
         if covered is None:
             raise ValueError(f"DiffVecEnv covers {[c.__name__ for c in TERMS]}; {env_id!r} is a "
                              f"{type(self.env).__name__}")
-        self.terms, check = covered
-        if check is not None:
-            check(self.env)
+        self.terms = covered
         check_simulator(self.env.sim)
         self.num_envs, self.dtype = num_envs, dtype or torch.float64
         self.single_observation_space = self.env.single_observation_space
@@ -115,7 +117,8 @@ class DiffVecEnv:
         self.q, self.q_prev = torch.as_tensor(q, dtype=self.dtype), torch.as_tensor(q_prev, dtype=self.dtype)
         self.anchor = None  # a fresh contact memory: every anchor at its sphere's centre
         self.elapsed = np.zeros(self.num_envs, dtype=int)
-        obs, _, _, x = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())
+        obs, _, _, x = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action(),
+                                  (self.q, None), self.spec)
         self._last_obs, self._last_x = obs.detach(), x
         return obs
 
@@ -145,10 +148,11 @@ class DiffVecEnv:
         q_start, q_prev, q = self.q, self.q_prev, self.q
         anchor, self.spec.failed = self.anchor, None
         for t in range(self.env.frame_skip):
+            contact = (q, anchor)  # what the ground forces of the last step are a function of
             q_next, anchor = self._fns.step(q_prev, q, anchor, tau, self.spec, t)
             q_prev, q = q, q_next
         self.anchor = anchor
-        obs, reward, terminated, x = self.terms(self.env, self._fns, q_start, q_prev, q, a)
+        obs, reward, terminated, x = self.terms(self.env, self._fns, q_start, q_prev, q, a, contact, self.spec)
         diverged = self._diverged(obs, reward)
         self.q_prev, self.q = q_prev, q
         self.elapsed += 1
@@ -172,7 +176,8 @@ class DiffVecEnv:
                 self.anchor = self.anchor.index_copy(0, rows, torch.as_tensor(self.spec.memory.anchor[done],
                                                                               dtype=self.dtype))
             self.elapsed[done] = 0
-            fresh = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action())[0]
+            fresh = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action(),
+                               (self.q, None), self.spec)[0]
             obs = torch.where(torch.as_tensor(done)[:, None], fresh, obs)
         self._last_obs, self._last_x = obs.detach(), x
         return obs, reward, terminated, truncated, info

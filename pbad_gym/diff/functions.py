@@ -13,9 +13,9 @@ import functools
 import numpy as np
 
 from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
-from ..energies.contact import ContactMemory, applied_normal, contact_state, sphere_centres
+from ..energies.contact import ContactMemory, applied_normal, contact_state, sphere_centres, sphere_forces
 from ..integrators.adjoint import step_vjp
-from ..integrators.contact_adjoint import memory_vjp, points_to_tangent
+from ..integrators.contact_adjoint import memory_of, memory_vjp, points_to_tangent, sphere_force_vjp
 from ..integrators.pbad import prepare_step, solve_step_in_cone
 from ..kinematics import coordinate_cotangent, difference, difference_vjp, forward_kinematics, tangent_cotangent
 
@@ -201,5 +201,30 @@ def functions():
             g = _finite(centre_of_mass_vjp(body, kin, host(grad)))
             return torch.as_tensor(coordinate_cotangent(body, qc, g), **_like(grad)), None
 
-    return dataclasses.make_dataclass("Functions", ["step", "velocity", "centre_of_mass"])(
-        Step.apply, Velocity.apply, CentreOfMass.apply)
+    class ContactForces(torch.autograd.Function):
+        """(q_{k+1}, q_k, q_k's anchors or None) -> the ground force on each sphere (B, S, 3) [N] the step applied
+        (None anchors: a fresh memory, as after a reset: the spring force, no friction)."""
+
+        @staticmethod
+        def forward(ctx, q_next, q, anchor, spec):
+            body, params = spec.body, spec.forces.contact
+            qn, qc = host(q_next), host(q)
+            kn, kc = forward_kinematics(body, qn), forward_kinematics(body, qc)
+            memory = memory_of(body, params, spec.dt, kc, None if anchor is None else host(anchor), kn)
+            ctx.args = (spec, qn, qc, kn, kc, memory, anchor is None)
+            return torch.as_tensor(sphere_forces(body, kn, params, memory, spec.dt), **_like(q_next))
+
+        @staticmethod
+        def backward(ctx, grad):
+            spec, qn, qc, kn, kc, memory, fresh = ctx.args
+            body = spec.body
+            g_next, g_Pk, g_anchor = sphere_force_vjp(body, spec.forces.contact, spec.dt, kn, memory, host(grad))
+            g_anchor[..., 2] = 0.0  # the anchors' height is never read
+            g_cur = points_to_tangent(body, kc, g_Pk + (g_anchor if fresh else 0.0))
+            like = _like(grad)
+            return (torch.as_tensor(coordinate_cotangent(body, qn, _finite(g_next)), **like),
+                    torch.as_tensor(coordinate_cotangent(body, qc, _finite(g_cur)), **like),
+                    None if fresh else torch.as_tensor(g_anchor, **like), None)
+
+    return dataclasses.make_dataclass("Functions", ["step", "velocity", "centre_of_mass", "contact_forces"])(
+        Step.apply, Velocity.apply, CentreOfMass.apply, ContactForces.apply)

@@ -13,7 +13,8 @@ from the switches and one-sided at them.
 from __future__ import annotations
 
 from ..arrays import xp_of
-from ..energies.contact import _normal_depth, penetration, point_terms_to_links, sphere_centres
+from ..energies.contact import (_normal_depth, applied_normal, contact_state, penetration, point_terms_to_links,
+                                sphere_centres)
 from ..kinematics import generalized_gradient, point_jacobian, pose_gradient_wrench
 
 
@@ -111,3 +112,49 @@ def memory_vjp(body, params, dt, kin_next, memory, anchor_bar):
     out_P[..., :2] = xp.where(slip[..., None], ab - r * proj, xp.where(keep[..., None], 0.0, ab))
     out_a[..., :2] = xp.where(slip[..., None], r * proj, xp.where(keep[..., None], ab, 0.0))
     return points_to_tangent(body, kin_next, out_P), out_a
+
+
+def memory_of(body, params, dt, kin_cur, anchor, kin_next=None):
+    """The contact memory a step from q_k (kinematics ``kin_cur``) reads, with stick anchors ``anchor`` (B, S, 3)
+    (None: at the centres, a fresh memory) and, for the cone's fixed point, the cap the solution (``kin_next``)
+    applies; for "lagged_spring" the spring force at q_k."""
+    memory = contact_state(body, kin_cur, params, dt)
+    if anchor is not None:
+        memory = memory._replace(anchor=anchor)
+    if params.resolves_cone and kin_next is not None:
+        memory = memory._replace(normal=applied_normal(body, sphere_centres(body, kin_next), params, memory.P, dt))
+    return memory
+
+
+def sphere_force_vjp(body, params, dt, kin_next, memory, Fbar):
+    """Pull a cotangent Fbar (B, S, 3) on the ground forces F = −∂E_c/∂P the step applied at q_{k+1} (kinematics
+    ``kin_next``, contact ``memory`` of q_k with its final cap) back to: (q_{k+1} (B, nv), the centres at q_k
+    (B, S, 3), the anchors (B, S, 3)). The cap's own dependence (the fixed point's n(P, P_k), or D1·d(P_k)) is
+    included."""
+    xp = xp_of(Fbar)
+    P = sphere_centres(body, kin_next)
+    k, kd = params.stiffness, params.normal_damping / dt
+    share = kd / (k + kd) if kd > 0 else 0.0
+    was_in = memory.active * 1.0
+    d_eff, k_eff = _normal_depth(body, P, params, memory.P if kd > 0 else None, dt)
+    pos = (d_eff > 0) * 1.0
+    gP, gPk, ga = xp.zeros_like(P), xp.zeros_like(P), xp.zeros_like(P)
+    gP[..., 2] = -k_eff * pos * Fbar[..., 2]  # F_z = k_eff·d_eff
+    gPk[..., 2] = k_eff * share * was_in * pos * Fbar[..., 2]
+    Fxy = Fbar[..., :2]
+    if params.friction == "viscous":  # F = −(D2/Δt)·active·(P − P_k)_xy
+        c = (params.damping / dt) * was_in[..., None]
+        gP[..., :2], gPk[..., :2] = -c * Fxy, c * Fxy
+    elif params.friction == "coulomb":  # F = −μ N active x/max(s, ε), x = (P − anchor)_xy
+        x, s, m, eps = _friction_direction(P, memory, params, dt)
+        ks = params.mu * memory.normal * was_in
+        xh = x / m[..., None]
+        HF = (ks / m)[..., None] * (Fxy - (s >= eps)[..., None] * xh * xp.sum(xh * Fxy, -1, keepdims=True))
+        gP[..., :2], ga[..., :2] = -HF, HF
+        nbar = -params.mu * was_in * xp.sum(Fxy * xh, -1)  # ∂(F̄·F)/∂n
+        if params.resolves_cone:  # n = k_eff·d_eff(P, P_k)
+            gP[..., 2] -= nbar * k_eff * pos
+            gPk[..., 2] += nbar * k_eff * share * was_in * pos
+        elif params.friction_cap == "lagged_spring":  # n = D1·d(P_k)
+            gPk[..., 2] -= nbar * k * was_in
+    return points_to_tangent(body, kin_next, gP), gPk, ga
