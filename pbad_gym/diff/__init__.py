@@ -5,8 +5,9 @@
 - :class:`DiffVecEnv`: a vector env's observations and rewards as torch functions of its state, for first-order
   policy learning (``algo: shac`` in ``pbad-train``).
 
-Forward runs the NumPy engine on the host; backward is one linear solve per step and trajectory with the step's
-own Hessian (the implicit-function theorem, :mod:`pbad_gym.integrators.adjoint`).
+Forward runs on the Simulator's backend (the numba kernel or the NumPy engine); backward, in NumPy, is one linear
+solve per step and trajectory with the step's own Hessian (the implicit-function theorem,
+:mod:`pbad_gym.integrators.adjoint`).
 """
 from .env import DiffVecEnv
 from .rollout import rollout
