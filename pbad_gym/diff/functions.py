@@ -1,6 +1,8 @@
-"""torch.autograd.Functions over the NumPy engine: one PBAD step, the state velocity and the centre of mass.
+"""torch.autograd.Functions over the engine: one PBAD step, the state velocity, the centre of mass and the ground
+forces.
 
-Forward runs on the host in float64; backward is the engine's own adjoint (:mod:`pbad_gym.integrators.adjoint`,
+Forward runs on the Simulator's backend (numba kernel or NumPy), backward in NumPy, float64: the engine's own
+adjoint (:mod:`pbad_gym.integrators.adjoint`, :mod:`pbad_gym.integrators.contact_adjoint`,
 :func:`pbad_gym.kinematics.difference_vjp`, :func:`pbad_gym.dynamics.centre_of_mass_vjp`). Cotangents cross the
 torch boundary on configuration coordinates (quaternion components included) and are turned into tangent ones
 (:func:`pbad_gym.kinematics.tangent_cotangent`) inside.
