@@ -4,8 +4,8 @@
   differences of the solver itself (tolerance 1e-13), per input (q_{k−1}, q_k, τ, stick anchors), on a chain under
   gravity, the Swimmer (drag, limits, free base) and the standing Spider (contact, Coulomb friction capped by the
   step's own normal force); and whole rollouts (:func:`pbad_gym.diff.rollout`, 25 steps) along random directions
-  of τ (the rollout's Simulator on its default backend at tolerance 1e-10). Relative error: max |adjoint − FD| /
-  max |FD| per step; |Δ| / (‖∇‖·‖d‖) along a direction d.
+  of τ (the NumPy engine at the tightest of 1e-12, 1e-11, 1e-10 its round-off reaches; the Spider at 1e-13). Error:
+  max |adjoint − FD| / max |FD| per step; |Δ| / (‖∇‖·‖d‖) along a direction d.
 - ``cost``: milliseconds per physics step of the forward step (NumPy engine and numba kernel, the Simulator's own
   solver settings) and of the backward step (NumPy), for the Swimmer and the Spider at each batch size.
 - ``learning``: configs/swimmer_shac.yaml, configs/swimmer_ppo.yaml and configs/swimmer_cmaes.yaml trained with
@@ -177,15 +177,24 @@ def accuracy(args, out):
     for name, sim, q_prev, q, tau, anchor in _cases(args.quick):
         errors = step_errors(sim, q_prev, q, tau, anchor)
         rows += [(name, "one step", k, v) for k, v in errors.items()]
-        if anchor is None:  # a rollout from the case's own Simulator, solved tightly
-            tight = Simulator(sim.body, sim.dt, num_envs=2, drag=sim.forces.drag, gravity=tuple(sim.forces.gravity),
-                              limit_stiffness=sim.forces.limit_stiffness, damping=sim.forces.damping, tol=1e-10,
-                              max_iter=300)
-            tight.reset(q, np.zeros((2, sim.body.nv)))
+        T = 5 if args.quick else 25
+        if anchor is None:  # the case's own physics on the NumPy engine, solved as tightly as its round-off allows
+            f = sim.forces
+            for tol in (1e-12, 1e-11, 1e-10):
+                tight = Simulator(sim.body, sim.dt, num_envs=2, drag=f.drag, gravity=tuple(f.gravity),
+                                  limit_stiffness=f.limit_stiffness, damping=f.damping, tol=tol, max_iter=300,
+                                  backend="numpy")
+                tight.reset(q, np.zeros((2, sim.body.nv)))
+                try:
+                    err = rollout_error(tight, T=T)
+                    break
+                except RuntimeError:  # a step stalled at its round-off floor above tol
+                    continue
         else:
             tight, st = standing_spider(2)
             tight.state = st._replace(kin=None, kin_prev=None)
-        rows.append((name, "rollout 25 steps", "tau", rollout_error(tight, T=5 if args.quick else 25)))
+            tol, err = 1e-13, rollout_error(tight, T=T)
+        rows.append((name, f"rollout {T} steps (tol {tol:g})", "tau", err))
     header = ["case", "what", "input", "relative error"]
     write_csv(out / "accuracy.csv", rows, header)
     print_table(rows, header, "Adjoint vs central finite differences")
