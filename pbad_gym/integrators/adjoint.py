@@ -57,7 +57,8 @@ def step_vjp(body, data, q_prev, q_next, gbar):
 
     data: the :class:`~pbad_gym.integrators.pbad.StepData` the step was solved with (its q_k = data.q_ref),
     q_prev (B, nq) its q_{k−1}; q_next must be a converged minimiser (the gradient is exact up to the solver's
-    tolerance). Returns :class:`StepCotangents` and λ = H⁻¹ ḡ (B, nv).
+    tolerance). Returns :class:`StepCotangents` and λ = A⁻ᵀ ḡ (B, nv), A the exact Hessian H (plus, for Coulomb
+    friction capped at the step's own fixed point, the cap's coupling :func:`.contact_adjoint.cap_coupling`).
     """
     check_differentiable(body, data.forces)
     xp = xp_of(q_next)
