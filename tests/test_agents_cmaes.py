@@ -142,3 +142,21 @@ def test_resume_without_a_checkpoint_raises_and_starts_nothing_over(tmp_path):
     with pytest.raises(RunFileError, match="checkpoint.pkl does not exist"):
         cmaes.train(cfg, tmp_path, resume=True, progress=False)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_ctrl_c_during_the_checkpoints_pickling_stays_a_keyboard_interrupt():
+    """pycma's es.pickle_dumps() turned a Ctrl-C arriving mid-pickle into an AttributeError (exit 1, no resume
+    line): the checkpoint pickles the search itself."""
+    import cma
+
+    from pbad_gym.agents.cmaes import Search
+    from pbad_gym.agents.stats import RunningStats
+
+    class Interrupted:
+        def __reduce__(self):
+            raise KeyboardInterrupt
+
+    es = cma.CMAEvolutionStrategy([0.0, 0.0], 1.0, {"verbose": -9})
+    es.ctrl_c = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        Search(es, RunningStats(2), 0, {"return": 0.0}).state_dict(0)

@@ -82,7 +82,10 @@ class Search:
 
     def state_dict(self, it: int) -> dict:
         """The checkpoint after iteration ``it`` (0-based)."""
-        return {"es": self.es.pickle_dumps(), "np_random": np.random.get_state(), "seed_base": self.seed_base,
+        # pickle.dumps, not pycma's es.pickle_dumps(): its bare ``except:`` turns a Ctrl-C arriving mid-pickle into an
+        # AttributeError (it retries without an objective_function that ask/tell never sets), so the run would exit
+        # 1 instead of 130 with its resume command
+        return {"es": pickle.dumps(self.es), "np_random": np.random.get_state(), "seed_base": self.seed_base,
                 "obs_stats": self.stats.state_dict(), "iteration": it, "best": self.best,
                 "env_steps": self.env_steps, "wall_time": self.wall}
 
