@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
-from .fig5 import CONFIGS, _train
+from .fig5 import CONFIGS, _metrics_rows, _train
 
 PAIRS = {"Hopper": ("pbad_gym/Hopper-v0", "Hopper-v5"), "Walker2d": ("pbad_gym/Walker2d-v0", "Walker2d-v5"),
          "HalfCheetah": ("pbad_gym/HalfCheetah-v0", "HalfCheetah-v5"), "Ant": ("pbad_gym/Ant-v0", "Ant-v5")}
@@ -295,7 +295,7 @@ def report(out, args):
     for r in table:
         metrics = Path(r[11]) / "metrics.csv"
         if metrics.exists():
-            curves[(r[0], r[1], r[3], r[4])] = _curve(_read_dicts(metrics), r[3])
+            curves[(r[0], r[1], r[3], r[4])] = _curve(_metrics_rows(r[11]), r[3])
     _write_tables(out, table, curves)
     return _write_dt10(out, table, args.quick) if args.dt10 else 0
 
@@ -316,13 +316,6 @@ def _curve(rows, learner):
     """(env steps, return) points of a training log: CMA-ES's best-so-far, PPO's mean training return."""
     y = "return_best" if learner == "cmaes" else "return_mean"
     return [(int(float(r["env_steps"])), float(r[y])) for r in rows if r.get(y) not in (None, "")]
-
-
-def _read_dicts(path):
-    import csv
-
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _write_dt10(out, table, quick):

@@ -15,9 +15,10 @@ import functools
 import numpy as np
 
 from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
-from ..energies.contact import ContactMemory, applied_normal, contact_state, sphere_centres, sphere_forces
+from ..energies.contact import ContactMemory, contact_state, sphere_forces
 from ..integrators.adjoint import step_vjp
-from ..integrators.contact_adjoint import memory_of, memory_vjp, points_to_tangent, sphere_force_vjp
+from ..integrators.contact_adjoint import (memory_of, memory_vjp, points_to_tangent, sphere_force_vjp,
+                                           with_fixed_point_cap)
 from ..integrators.pbad import prepare_step, solve_step_in_cone
 from ..kinematics import coordinate_cotangent, difference, difference_vjp, forward_kinematics, tangent_cotangent
 
@@ -83,11 +84,10 @@ def step_data(spec, qp, qc, ta, memory, qn):
     fixed point the cap is the normal force the solution q_{k+1} applies."""
     data = prepare_step(spec.body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
     params = spec.forces.contact
-    if params is not None and params.resolves_cone:
-        P = sphere_centres(spec.body, forward_kinematics(spec.body, qn))
-        data = data._replace(contact=data.contact._replace(normal=applied_normal(spec.body, P, params, memory.P,
-                                                                                 spec.dt)))
-    return data
+    if params is None:
+        return data
+    cap = with_fixed_point_cap(spec.body, params, spec.dt, data.contact, forward_kinematics(spec.body, qn))
+    return data._replace(contact=cap)
 
 
 def host(x):

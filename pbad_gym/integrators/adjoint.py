@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..arrays import xp_of
-from ..energies.joints import limit_arrays
+from ..energies.joints import _q_of_v, limit_arrays
 from ..kinematics import (cross, forward_kinematics, generalized_gradient, matvec, motion_matrix,
                           pose_gradient_wrench, quat_conj, quat_mul, quat_to_rot, skew)
 from .contact_adjoint import cap_coupling, contact_point_vjp, points_to_tangent, sphere_jacobians
@@ -168,8 +168,7 @@ def _limit_vjp(body, q, data, lam):
     f = data.forces
     idx, lo, hi = limit_arrays(body)
     lo, hi = xp.asarray(lo, dtype=q.dtype), xp.asarray(hi, dtype=q.dtype)
-    qpos = {int(v): int(p) for v, p in zip(body.lin_v, body.lin_q)}
-    qi_idx = [qpos[int(v)] for v in idx]
+    qi_idx = _q_of_v(body, idx)
     qi, qk = q[:, qi_idx], data.q_ref[:, qi_idx]
     k, c = f.limit_stiffness, f.limit_damping / data.dt
     over = xp.maximum(0.0, qi - hi) - xp.maximum(0.0, lo - qi)

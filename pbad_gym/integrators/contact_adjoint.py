@@ -121,9 +121,15 @@ def memory_of(body, params, dt, kin_cur, anchor, kin_next=None):
     memory = contact_state(body, kin_cur, params, dt)
     if anchor is not None:
         memory = memory._replace(anchor=anchor)
-    if params.resolves_cone and kin_next is not None:
-        memory = memory._replace(normal=applied_normal(body, sphere_centres(body, kin_next), params, memory.P, dt))
-    return memory
+    return memory if kin_next is None else with_fixed_point_cap(body, params, dt, memory, kin_next)
+
+
+def with_fixed_point_cap(body, params, dt, memory, kin_next):
+    """``memory`` with the cap Coulomb friction has at the cone's fixed point: the normal force the solution
+    (``kin_next``) applies (unchanged for the other caps)."""
+    if not params.resolves_cone:
+        return memory
+    return memory._replace(normal=applied_normal(body, sphere_centres(body, kin_next), params, memory.P, dt))
 
 
 def sphere_force_vjp(body, params, dt, kin_next, memory, Fbar):
