@@ -66,6 +66,15 @@ class EpisodeTracker:
         return done
 
 
+def episode_summary(episodes) -> dict:
+    """return_best, return_mean, distance_best, distance_mean over finished :class:`Episode` s (the distances
+    None when the env reports no x_position)."""
+    rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
+    no_x = np.isnan(dists).all()
+    return {"return_best": rets.max(), "return_mean": rets.mean(),
+            "distance_best": None if no_x else np.nanmax(dists), "distance_mean": None if no_x else np.nanmean(dists)}
+
+
 def evaluate_policy(policy, env_cfg, episodes: int, seed: int) -> dict:
     """Run one episode per row of a fresh ``make_vec_env(env_cfg, episodes)`` reset with ``seed`` under
     ``policy`` (``reset(n)``, ``act(obs (n, obs_dim))``); the rows run until each has ended once. Returns means

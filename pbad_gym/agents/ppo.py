@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .episodes import EpisodeTracker, evaluate_policy
+from .episodes import EpisodeTracker, episode_summary, evaluate_policy
 from .policies import PPOPolicy
 from .ppo_core import RewardObjective, Rollout, compute_gae, csv_value, value_loss
 from .ppo_lagrangian import Lagrangian
@@ -314,11 +314,7 @@ def log_iteration(run: Run, it: int, episodes, losses: dict, ev: dict, lr: float
     carried episode metrics when no episode ended). Returns the row."""
     state, steps = run.state, run.cfg.env.num_envs * run.cfg.ppo.num_steps
     if episodes:
-        rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
-        no_x = np.isnan(dists).all()
-        state["carried"] = {"return_best": rets.max(), "return_mean": rets.mean(),
-                            "distance_best": None if no_x else np.nanmax(dists),
-                            "distance_mean": None if no_x else np.nanmean(dists)}
+        state["carried"] = episode_summary(episodes)
     state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + steps
     state["wall_time"] += dt
     row = {"iteration": it + 1, "env_steps": state["env_steps"], "wall_time": round(state["wall_time"], 3),

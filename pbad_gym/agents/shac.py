@@ -28,7 +28,7 @@ import torch
 from tqdm import tqdm
 
 from ..diff import DiffVecEnv
-from .episodes import EpisodeTracker, evaluate_policy
+from .episodes import EpisodeTracker, episode_summary, evaluate_policy
 from .policies import PPOPolicy
 from .ppo import _iteration_seed, selection_key
 from .ppo_core import csv_value
@@ -188,9 +188,7 @@ def _open(cfg, run_dir: Path, resume: bool):
 
 def _log(state, log, it, episodes, ev, stats, steps, dt) -> dict:
     if episodes:
-        rets, dists = np.array([e.ret for e in episodes]), np.array([e.distance for e in episodes])
-        state["carried"] = {"return_best": rets.max(), "return_mean": rets.mean(),
-                            "distance_best": np.nanmax(dists), "distance_mean": np.nanmean(dists)}
+        state["carried"] = episode_summary(episodes)
     state["iteration"], state["env_steps"] = it + 1, state["env_steps"] + steps
     state["wall_time"] += dt
     row = {"iteration": it + 1, "env_steps": state["env_steps"], "wall_time": round(state["wall_time"], 3),
