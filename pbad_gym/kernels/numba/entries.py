@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import njit, prange
 
 from ...model.body_arrays import BodyArrays
-from .batch import finish_rows, guard_rows, kinematics_rows, step_rows, terms_rows
+from .batch import finish_rows, guard_rows, kinematics_rows, step_rows, terms_rows, vjp_rows
 from .constants import StepConstants
 from .jit import jitable
 
@@ -215,3 +215,50 @@ def guard_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, ax
                        mach_eps, mu0)
     guard_rows(m, fo, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor, c_gravity, safety, guard_dt,
                round_off, K_last, s_last, exceeded, K_out, s_out, 0, q.shape[1])
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def vjp_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer, axis1_skew,
+              axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc, link_dofs, vel_carrier,
+              contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start, v_start, dof_link,
+              lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart, spring, spring_rest,
+              has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature, has_spring, exact,
+              max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+              slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar,
+              out_lam, out_prev, out_cur, out_tau, out_anchor, nchunks):
+    """The step's vector-Jacobian product of every row in ``nchunks`` chunks of rows run by the thread pool
+    (batch.vjp_rows)."""
+    m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
+    B = q_cur.shape[0]
+    for k in prange(nchunks):
+        vjp_rows(copy_body(m), copy_constants(fo), q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam,
+                 out_prev, out_cur, out_tau, out_anchor, k * B // nchunks, (k + 1) * B // nchunks)
+
+
+@njit(cache=True, nogil=True)
+def vjp_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                     axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                     link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                     q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
+                     drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
+                     has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k,
+                     limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev,
+                     q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau, out_anchor):
+    """:func:`vjp_batch` on the calling thread."""
+    m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
+                   axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
+                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
+                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
+    fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
+                       has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
+                       tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
+                       mach_eps, mu0)
+    vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau,
+             out_anchor, 0, q_cur.shape[0])

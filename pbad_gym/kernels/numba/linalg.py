@@ -57,6 +57,14 @@ def solve_damped(H, D, mu, g, A, dx, piv):
                 x -= A[k, i] * dx[k]
             dx[i] = x / A[i, i]
         return True
+    return solve_lu(H, D, mu, g, A, dx, piv)
+
+
+@jitable
+def solve_lu(H, D, mu, g, A, dx, piv):
+    """dx = −(H + μ·diag(D))⁻¹ g by LU with partial pivoting (H need not be symmetric: the adjoint's coupled
+    system); returns False when the matrix is singular."""
+    n = g.shape[0]
     for i in range(n):
         for j in range(n):
             A[i, j] = H[i, j]

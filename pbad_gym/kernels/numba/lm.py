@@ -16,6 +16,27 @@ from .terms import _energy_grad
 
 
 @jitable
+def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred):
+    """The step data of one row (integrators/pbad.py prepare_step) from q_prev, q_cur (qp, qc) and their poses
+    (Rp, tp), (Rr, tr): the inertia target's poses A = 2R_k − R_{k−1}, bt = 2t_k − t_{k−1} (L, …), the drag
+    weights Wd = R_k C R_kᵀ (L, 3, 3) and the predictor qpred = q_k ⊕ (q_k ⊖ q_{k−1}) (dv: scratch (nv,))."""
+    for i in range(m.mass.shape[0]):
+        for a in range(3):
+            bt[i, a] = 2 * tr[i, a] - tp[i, a]
+            for b in range(3):
+                A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
+    if fo.has_drag:
+        C = fo.drag
+        for i in range(m.mass.shape[0]):
+            for a in range(3):
+                for b in range(3):
+                    Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
+                                   + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
+    difference(m, qp, qc, dv)
+    integrate(m, qc, dv, qpred)
+
+
+@jitable
 def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd,
              out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known):
     """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
@@ -47,24 +68,10 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         car[k], cnr[k] = cact[r, k], cnorm[r, k]
         for a in range(3):
             cPr[k, a], canr[k, a] = cP[r, k, a], canc[r, k, a]
-    # step data (integrators/pbad.py prepare_step)
     if not known:
         forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
         forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
-    for i in range(L):
-        for a in range(3):
-            bt[i, a] = 2 * tr[i, a] - tp[i, a]
-            for b in range(3):
-                A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
-    if fo.has_drag:
-        for i in range(L):
-            C = fo.drag
-            for a in range(3):
-                for b in range(3):
-                    Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
-                                   + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
-    difference(m, qp, qc, dv)
-    integrate(m, qc, dv, qpred)
+    prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred)
     # Levenberg-Marquardt (optim/lm.py)
     cu = 0
     for k in range(nq):

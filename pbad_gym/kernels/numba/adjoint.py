@@ -1,0 +1,342 @@
+"""The step's adjoint, one row: integrators/adjoint.py step_vjp and integrators/contact_adjoint.py in the kernel's
+scalar style (docs/gradients.md).
+
+λ = A⁻ᵀ ḡ with A the exact Hessian at the solution (plus, for Coulomb friction capped at the step's own fixed
+point, the cap's coupling μ·J_xyᵀ x̂ ⊗ (−k_eff J_z) per touching sphere); then every term's ∇_θ(λᵀ g): the link
+terms through the link poses of q_k and q_{k−1} (the field u(p) = ω_l × x(p) + v_l that λ moves each link with),
+the joint terms in joint space and penalty contact at the sphere centres of q_k and the stick anchors. The row's
+cotangents are θ̄ = −∇_θ(λᵀ g).
+"""
+from __future__ import annotations
+
+import math
+
+from .algebra import quat_mul
+from .chain_rule import wrench_gradient
+from .contact import _normal_depth, applied_normal
+from .forward import forward_kinematics
+from .hessian import hessian
+from .jit import jitable
+from .linalg import solve_damped, solve_lu
+from .lm import prepare_row
+from .terms import _energy_grad
+
+
+@jitable
+def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, out_lam, out_prev, out_cur, out_tau,
+            out_anc, r, sc, V):
+    """Row r of the step's vector-Jacobian product: the step from (q_prev, q_cur) (B, nq) under tau (B, nv) with
+    the contact memory of q_cur (cP, cact, cnorm, canc) solved to q_next (B, nq); gbar (B, nv): the cotangent on
+    q_next in its tangent frame. Writes λ (out_lam, B × nv) and the cotangents of q_prev, q_cur (tangent frames),
+    tau and the anchors (out_prev, out_cur, out_tau (B, nv), out_anc (B, S, 3)). fo must hold the exact Hessian's
+    switch (exact = 1) whatever the forward used; with the cone's fixed point the cap is the normal force q_next
+    applies. sc: a scratch.StepScratch, V (L, 6): the links' velocities under λ. A singular system gives NaN."""
+    qp, qc, ta, qn, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.xs[0], sc.cPr, sc.canr, sc.car, sc.cnr
+    Rn, tn, wn, vn, Gn, fn = sc.Rs[0], sc.ts[0], sc.ws[0], sc.vs[0], sc.Gs[0], sc.fs[0]
+    Rp, tp, Rr, tr = sc.Rp, sc.tp, sc.Rr, sc.tr
+    wc, vc, wp, vp = sc.ws[1], sc.vs[1], sc.wtmp, sc.vtmp
+    lam, neg = sc.dx, sc.gs[1]
+    n_s, nv, nq = cP.shape[1], m.dof_link.shape[0], q_cur.shape[1]
+    for k in range(nq):
+        qp[k], qc[k], qn[k] = q_prev[r, k], q_cur[r, k], q_next[r, k]
+    for k in range(nv):
+        ta[k] = tau[r, k]
+        neg[k] = -gbar[r, k]
+    for s in range(n_s):
+        car[s], cnr[s] = cact[r, s], cnorm[r, s]
+        for a in range(3):
+            cPr[s, a], canr[s, a] = cP[r, s, a], canc[r, s, a]
+    forward_kinematics(m, qp, Rp, tp, wp, vp, sc.Rj, sc.R2)
+    forward_kinematics(m, qc, Rr, tr, wc, vc, sc.Rj, sc.R2)
+    prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, sc.A, sc.bt, sc.Wd, sc.dv, sc.qpred)
+    fixed_point = fo.friction == 1 and fo.cap_applied != 0 and fo.cone_passes > 0
+    if fixed_point:  # the cap at the cone's fixed point: the normal force the solution applies
+        forward_kinematics(m, qn, Rn, tn, wn, vn, sc.Rj, sc.R2)
+        for s in range(n_s):
+            cnr[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, Rn, tn, cPr)
+    _energy_grad(m, fo, qn, qc, sc.qpred, ta, sc.A, sc.bt, Rr, tr, sc.Wd, cPr, car, cnr, canr, Rn, tn, wn, vn, sc.Rj,
+                 sc.R2, Gn, fn, sc.wr, sc.gs[0], sc.s33, sc.s3)
+    hessian(m, fo, qn, qc, sc.qpred, ta, Rn, tn, wn, vn, Gn, fn, sc.Wd, cPr, car, cnr, canr, sc.K, sc.Z, sc.F, sc.Xk,
+            sc.H, sc.D, sc.s33, sc.s3, sc.s36)
+    if fixed_point:
+        _coupled_transpose(m, fo, Rn, tn, wn, vn, cPr, car, canr, sc.H, sc.Hd, sc.xv, sc.ev)
+        ok = solve_lu(sc.Hd, sc.D, 0.0, neg, sc.Af, lam, sc.piv)
+    else:  # H is symmetric
+        ok = solve_damped(sc.H, sc.D, 0.0, neg, sc.Af, lam, sc.piv)
+    if not ok:
+        for k in range(nv):
+            lam[k] = math.nan
+    _link_velocities(m, wn, vn, lam, V)
+    d_cur, d_prev, d_tau = sc.xv, sc.ev, sc.zv
+    for k in range(nv):
+        d_cur[k] = d_prev[k] = d_tau[k] = 0.0
+    Gc, fc = sc.Gs[1], sc.fs[1]
+    _link_moments(m, fo, Rn, tn, Rr, tr, sc.Wd, V, Gn, fn, Gc, fc, sc.s33)
+    if fo.has_contact:
+        _contact_vjp(m, fo, Rn, tn, V, cPr, car, cnr, canr, Gc, fc, out_anc, r)
+    wrench_gradient(m, Rr, tr, wc, vc, Gc, fc, sc.wr, d_cur)
+    wrench_gradient(m, Rp, tp, wp, vp, Gn, fn, sc.wr, d_prev)
+    _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, sc.s33)
+    for k in range(nv):  # θ̄ = −∇_θ(λᵀ g)
+        out_lam[r, k] = lam[k]
+        out_prev[r, k] = -d_prev[k]
+        out_cur[r, k] = -d_cur[k]
+        out_tau[r, k] = -d_tau[k]
+
+
+@jitable
+def _sphere_centre(m, s, R, t):
+    """(x, y, z) of sphere s's centre at poses (R, t)."""
+    l, p0 = m.contact_link[s], m.contact_p0
+    return (t[l, 0] + R[l, 0, 0] * p0[s, 0] + R[l, 0, 1] * p0[s, 1] + R[l, 0, 2] * p0[s, 2],
+            t[l, 1] + R[l, 1, 0] * p0[s, 0] + R[l, 1, 1] * p0[s, 1] + R[l, 1, 2] * p0[s, 2],
+            t[l, 2] + R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+
+
+@jitable
+def _coupled_transpose(m, fo, R, t, w, v, cP, cact, canc, H, At, gvec, dvec):
+    """At = (H + G_N Dn)ᵀ (contact_adjoint.cap_coupling): per touching sphere with positive depth, the rank-one
+    coupling μ·J_xyᵀ x/max(s, ε) ⊗ (−k_eff J_z) at poses (R, t) with motion axes (w, v); gvec, dvec (nv,) scratch."""
+    nv = H.shape[0]
+    for i in range(nv):
+        for j in range(nv):
+            At[i, j] = H[j, i]
+    eps = fo.slip_eps
+    for s in range(m.contact_link.shape[0]):
+        if not cact[s]:
+            continue
+        P0, P1, P2 = _sphere_centre(m, s, R, t)
+        d_eff, k_eff = _normal_depth(m.contact_r, fo, s, P2, cP)
+        if not d_eff > 0:
+            continue
+        x0, x1 = P0 - canc[s, 0], P1 - canc[s, 1]
+        c = fo.mu / max(math.sqrt(x0 * x0 + x1 * x1), eps)
+        l = m.contact_link[s]
+        for j in range(nv):
+            if m.link_dofs[l, j] == 0:
+                gvec[j] = dvec[j] = 0.0
+                continue
+            # J_j = w_j × P + v_j
+            jx = w[j, 1] * P2 - w[j, 2] * P1 + v[j, 0]
+            jy = w[j, 2] * P0 - w[j, 0] * P2 + v[j, 1]
+            jz = w[j, 0] * P1 - w[j, 1] * P0 + v[j, 2]
+            gvec[j] = c * (jx * x0 + jy * x1)
+            dvec[j] = -k_eff * jz
+        for j in range(nv):  # Aᵀ[j, i] += dvec_j gvec_i
+            if dvec[j] != 0.0:
+                for i in range(nv):
+                    At[j, i] += dvec[j] * gvec[i]
+
+
+@jitable
+def _link_velocities(m, w, v, lam, V):
+    """V (L, 6): each link's spatial velocity (ω, v) under the generalised velocity lam (motion axes w, v)."""
+    for l in range(m.mass.shape[0]):
+        for a in range(6):
+            V[l, a] = 0.0
+        for j in range(lam.shape[0]):
+            if m.link_dofs[l, j] != 0:
+                for a in range(3):
+                    V[l, a] += lam[j] * w[j, a]
+                    V[l, 3 + a] += lam[j] * v[j, a]
+
+
+@jitable
+def _link_moments(m, fo, Rn, tn, Rr, tr, Wd, V, Gp, fp, Gc, fc, s33):
+    """The link terms' pose gradients of λᵀ g: at q_{k−1} into (Gp, fp) = (∫ρ u pᵀ, ∫ρ u)/Δt², at q_k into
+    (Gc, fc) = −2/Δt² of those, minus W_k's /Δt with drag, whose rotation with q_k adds a torque τ, carried as
+    ½[τ]× R_k in Gc (its wrench is then τ); u(p) = Au p + bu, Au = [ω]× R, bu = ω × t + v at q_{k+1} (Rn, tn)."""
+    dt = fo.dt
+    Au, G, M, WM = s33[0], s33[1], s33[2], s33[3]
+    c, S = m.c, m.S
+    for i in range(m.mass.shape[0]):
+        mi = m.mass[i]
+        w0, w1, w2 = V[i, 0], V[i, 1], V[i, 2]
+        for b in range(3):  # [ω]× R[:, b]
+            Au[0, b] = w1 * Rn[i, 2, b] - w2 * Rn[i, 1, b]
+            Au[1, b] = w2 * Rn[i, 0, b] - w0 * Rn[i, 2, b]
+            Au[2, b] = w0 * Rn[i, 1, b] - w1 * Rn[i, 0, b]
+        bu0 = w1 * tn[i, 2] - w2 * tn[i, 1] + V[i, 3]
+        bu1 = w2 * tn[i, 0] - w0 * tn[i, 2] + V[i, 4]
+        bu2 = w0 * tn[i, 1] - w1 * tn[i, 0] + V[i, 5]
+        bu = (bu0, bu1, bu2)
+        auc = (Au[0, 0] * c[i, 0] + Au[0, 1] * c[i, 1] + Au[0, 2] * c[i, 2],
+               Au[1, 0] * c[i, 0] + Au[1, 1] * c[i, 1] + Au[1, 2] * c[i, 2],
+               Au[2, 0] * c[i, 0] + Au[2, 1] * c[i, 1] + Au[2, 2] * c[i, 2])
+        f = (auc[0] + mi * bu0, auc[1] + mi * bu1, auc[2] + mi * bu2)
+        for a in range(3):
+            for b in range(3):
+                G[a, b] = Au[a, 0] * S[i, 0, b] + Au[a, 1] * S[i, 1, b] + Au[a, 2] * S[i, 2, b] + bu[a] * c[i, b]
+        for a in range(3):
+            fp[i, a] = f[a] / (dt * dt)
+            fc[i, a] = -2.0 / (dt * dt) * f[a]
+            for b in range(3):
+                Gp[i, a, b] = G[a, b] / (dt * dt)
+                Gc[i, a, b] = -2.0 / (dt * dt) * G[a, b]
+        if fo.has_drag:
+            for a in range(3):
+                fc[i, a] -= (Wd[i, a, 0] * f[0] + Wd[i, a, 1] * f[1] + Wd[i, a, 2] * f[2]) / dt
+                for b in range(3):
+                    Gc[i, a, b] -= (Wd[i, a, 0] * G[0, b] + Wd[i, a, 1] * G[1, b] + Wd[i, a, 2] * G[2, b]) / dt
+            _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M)
+            for a in range(3):  # W M, and W Mᵀ below
+                for b in range(3):
+                    WM[a, b] = Wd[i, a, 0] * M[0, b] + Wd[i, a, 1] * M[1, b] + Wd[i, a, 2] * M[2, b]
+            t0 = (WM[1, 2] - WM[2, 1])
+            t1 = (WM[2, 0] - WM[0, 2])
+            t2 = (WM[0, 1] - WM[1, 0])
+            for a in range(3):
+                for b in range(3):
+                    WM[a, b] = Wd[i, a, 0] * M[b, 0] + Wd[i, a, 1] * M[b, 1] + Wd[i, a, 2] * M[b, 2]
+            t0 = (t0 + (WM[1, 2] - WM[2, 1])) / dt
+            t1 = (t1 + (WM[2, 0] - WM[0, 2])) / dt
+            t2 = (t2 + (WM[0, 1] - WM[1, 0])) / dt
+            for b in range(3):  # ½[τ]× R_k
+                Gc[i, 0, b] += 0.5 * (t1 * Rr[i, 2, b] - t2 * Rr[i, 1, b])
+                Gc[i, 1, b] += 0.5 * (t2 * Rr[i, 0, b] - t0 * Rr[i, 2, b])
+                Gc[i, 2, b] += 0.5 * (t0 * Rr[i, 1, b] - t1 * Rr[i, 0, b])
+
+
+@jitable
+def _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M):
+    """M (3, 3) = ∫ρ r uᵀ over link i, r(p) = D p + e with D = R_{k+1} − R_k, e = t_{k+1} − t_k
+    (adjoint._drag_weight_torque): D S Auᵀ + (D c) buᵀ + e (Au c)ᵀ + m e buᵀ."""
+    c, S, mi = m.c, m.S, m.mass[i]
+    for a in range(3):
+        d0, d1, d2 = Rn[i, a, 0] - Rr[i, a, 0], Rn[i, a, 1] - Rr[i, a, 1], Rn[i, a, 2] - Rr[i, a, 2]
+        e = tn[i, a] - tr[i, a]
+        ds0 = d0 * S[i, 0, 0] + d1 * S[i, 1, 0] + d2 * S[i, 2, 0]
+        ds1 = d0 * S[i, 0, 1] + d1 * S[i, 1, 1] + d2 * S[i, 2, 1]
+        ds2 = d0 * S[i, 0, 2] + d1 * S[i, 1, 2] + d2 * S[i, 2, 2]
+        dc = d0 * c[i, 0] + d1 * c[i, 1] + d2 * c[i, 2]
+        for b in range(3):
+            M[a, b] = (ds0 * Au[b, 0] + ds1 * Au[b, 1] + ds2 * Au[b, 2] + dc * bu[b] + e * auc[b]
+                       + mi * e * bu[b])
+
+
+@jitable
+def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, out_anc, r):
+    """Penalty contact's part (contact_adjoint.contact_point_vjp): its gradient at the centres of q_k added to the
+    pose gradients (Gc, fc) of q_k, and the anchors' cotangent −∂(λᵀ g)/∂anchor into out_anc[r]."""
+    k, kd = fo.contact_k, fo.contact_dn / fo.dt
+    share = kd / (k + kd) if kd > 0 else 0.0
+    eps = fo.slip_eps
+    fixed_point = fo.cap_applied != 0 and fo.cone_passes > 0
+    for s in range(m.contact_link.shape[0]):
+        out_anc[r, s, 0] = out_anc[r, s, 1] = out_anc[r, s, 2] = 0.0
+        if not cact[s]:  # every term below is scaled by [d_k > 0]
+            continue
+        l = m.contact_link[s]
+        P0, P1, P2 = _sphere_centre(m, s, Rn, tn)
+        u0 = V[l, 1] * P2 - V[l, 2] * P1 + V[l, 3]
+        u1 = V[l, 2] * P0 - V[l, 0] * P2 + V[l, 4]
+        u2 = V[l, 0] * P1 - V[l, 1] * P0 + V[l, 5]
+        d_eff, k_eff = _normal_depth(m.contact_r, fo, s, P2, cP)
+        pos = d_eff > 0
+        g0 = g1 = g2 = 0.0
+        if kd > 0 and pos:
+            g2 -= k_eff * u2 * share
+        if fo.friction == 0:
+            g0 -= fo.contact_d / fo.dt * u0
+            g1 -= fo.contact_d / fo.dt * u1
+        elif fo.friction == 1:
+            x0, x1 = P0 - canc[s, 0], P1 - canc[s, 1]
+            sn = math.sqrt(x0 * x0 + x1 * x1)
+            mm = max(sn, eps)
+            xh0, xh1 = x0 / mm, x1 / mm
+            dot = xh0 * u0 + xh1 * u1
+            sl = 1.0 if sn >= eps else 0.0
+            ks = fo.mu * cnorm[s] / mm
+            out_anc[r, s, 0] = ks * (u0 - sl * xh0 * dot)  # −∂(λᵀ g)/∂anchor = H_f u
+            out_anc[r, s, 1] = ks * (u1 - sl * xh1 * dot)
+            nbar = fo.mu * dot  # ∂(λᵀ g)/∂n
+            if fixed_point:
+                if pos:
+                    g2 += nbar * k_eff * share
+            else:  # the lagged spring cap D1·d(P_k)
+                g2 -= nbar * k
+        p0 = m.contact_p0
+        fc[l, 0] += g0
+        fc[l, 1] += g1
+        fc[l, 2] += g2
+        for b in range(3):
+            Gc[l, 0, b] += g0 * p0[s, b]
+            Gc[l, 1, b] += g1 * p0[s, b]
+            Gc[l, 2, b] += g2 * p0[s, b]
+
+
+@jitable
+def _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, s33):
+    """The joint terms' ∇ of λᵀ g added to d_cur, d_prev, d_tau (adjoint._joint_vjp): actuation, damping, armature
+    (linear coordinates), damped limits and quaternion joints."""
+    for i in range(m.lin_v.shape[0]):
+        j = m.lin_v[i]
+        d_tau[j] -= lam[j]
+        if fo.has_damping:
+            d_cur[j] -= fo.chart[0, j] * lam[j]
+        if fo.has_armature:
+            d_cur[j] -= 2 * fo.chart[1, j] * lam[j]
+            d_prev[j] += fo.chart[1, j] * lam[j]
+    if fo.has_limits and fo.limit_d > 0:
+        k, c = fo.limit_k, fo.limit_d / fo.dt
+        for j in range(m.lim_on.shape[0]):
+            if not m.lim_on[j]:
+                continue
+            lo, hi = m.lim_lo[j], m.lim_hi[j]
+            qi, qk = qn[m.lim_q[j]], qc[m.lim_q[j]]
+            over = max(0.0, qi - hi) - max(0.0, lo - qi)
+            shift = (max(0.0, qk - hi) + max(0.0, lo - qk)) * (c / (k + c))
+            dshift = ((1.0 if qk > hi else 0.0) - (1.0 if qk < lo else 0.0)) * (c / (k + c))
+            if over - shift > 0:
+                d_cur[j] -= (k + c) * lam[j] * dshift
+            elif -over - shift > 0:
+                d_cur[j] += (k + c) * lam[j] * dshift
+    for i in range(m.quat_q.shape[0]):
+        _quaternion_vjp(m.quat_q[i], m.quat_v[i], fo, qn, qc, ta, lam, d_cur, d_tau, s33)
+
+
+@jitable
+def _quaternion_vjp(a, v0, fo, qn, qc, ta, lam, d_cur, d_tau, s33):
+    """One quaternion joint (coordinates a … a+3, DOFs v0 … v0+2) of :func:`_joint_vjp` (adjoint._quaternion_vjp):
+    with r = q_k⁻¹ q and Jc = w_r 1 + [vec r]×, ∇_τ = −Jc λ and ∇_{q_k} = −R(r) Tᵀ λ, T the trivialised
+    Jacobian of the actuation (and damping) gradient."""
+    rw, rx, ry, rz = quat_mul(qc[a], -qc[a + 1], -qc[a + 2], -qc[a + 3], qn[a], qn[a + 1], qn[a + 2], qn[a + 3])
+    vr = (rx, ry, rz)
+    Jc, T, X = s33[0], s33[1], s33[2]
+    _skew_into(rx, ry, rz, Jc)
+    for x in range(3):
+        Jc[x, x] = rw
+    l0, l1, l2 = lam[v0], lam[v0 + 1], lam[v0 + 2]
+    for x in range(3):
+        d_tau[v0 + x] -= Jc[x, 0] * l0 + Jc[x, 1] * l1 + Jc[x, 2] * l2
+    t0, t1, t2 = ta[v0], ta[v0 + 1], ta[v0 + 2]
+    tq = (t0, t1, t2)
+    _skew_into(t0, t1, t2, X)
+    for x in range(3):
+        for y in range(3):
+            T[x, y] = 0.5 * tq[x] * vr[y] - 0.5 * (X[x, 0] * Jc[0, y] + X[x, 1] * Jc[1, y] + X[x, 2] * Jc[2, y])
+    if fo.has_damping:
+        b = (fo.chart[0, v0], fo.chart[0, v0 + 1], fo.chart[0, v0 + 2])
+        bd = (b[0] * 2 * rx, b[1] * 2 * ry, b[2] * 2 * rz)
+        _skew_into(bd[0], bd[1], bd[2], X)
+        for x in range(3):
+            for y in range(3):
+                T[x, y] += (-0.5 * bd[x] * vr[y] + 0.5 * (X[x, 0] * Jc[0, y] + X[x, 1] * Jc[1, y] + X[x, 2] * Jc[2, y])
+                            + (Jc[0, x] * b[0] * Jc[0, y] + Jc[1, x] * b[1] * Jc[1, y] + Jc[2, x] * b[2] * Jc[2, y]))
+    # y = Tᵀ λ, then −R(r) y
+    y0 = T[0, 0] * l0 + T[1, 0] * l1 + T[2, 0] * l2
+    y1 = T[0, 1] * l0 + T[1, 1] * l1 + T[2, 1] * l2
+    y2 = T[0, 2] * l0 + T[1, 2] * l1 + T[2, 2] * l2
+    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
+    w, x, y, z = rw / n, rx / n, ry / n, rz / n
+    d_cur[v0] -= (1 - 2 * (y * y + z * z)) * y0 + 2 * (x * y - w * z) * y1 + 2 * (x * z + w * y) * y2
+    d_cur[v0 + 1] -= 2 * (x * y + w * z) * y0 + (1 - 2 * (x * x + z * z)) * y1 + 2 * (y * z - w * x) * y2
+    d_cur[v0 + 2] -= 2 * (x * z - w * y) * y0 + 2 * (y * z + w * x) * y1 + (1 - 2 * (x * x + y * y)) * y2
+
+
+@jitable
+def _skew_into(a0, a1, a2, X):
+    """X (3, 3) = [a]×."""
+    X[0, 0], X[0, 1], X[0, 2] = 0.0, -a2, a1
+    X[1, 0], X[1, 1], X[1, 2] = a2, 0.0, -a0
+    X[2, 0], X[2, 1], X[2, 2] = -a1, a0, 0.0
