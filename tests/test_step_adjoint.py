@@ -219,3 +219,76 @@ def test_ground_force_adjoint(contact):
             fd.append((val[0] - val[1]) / (2 * h))
         fd = np.stack(fd, -1)
         np.testing.assert_allclose(got[name], fd, rtol=0, atol=1e-6 * max(np.abs(fd).max(), 1e-12), err_msg=name)
+
+
+def _kernel_cases():
+    """(name, Simulator, q_prev, q, tau, contact memory or None) for the kernel's cross-check: every energy term
+    and joint type the adjoint covers."""
+    from conftest import mixed_body
+
+    out = []
+    sim = Simulator(chain(4), 0.01, num_envs=3, damping=0.3)
+    out.append(("chain", sim, *_start(sim, 3, np.random.default_rng(1)), None))
+    sim = Simulator(mixed_body(limited=True), 0.01, num_envs=4, limit_stiffness=500.0, limit_damping=5.0,
+                    damping=0.05, gravity=(0, 0, -9.81))
+    out.append(("every joint type", sim, *_start(sim, 4, np.random.default_rng(5), spread=0.3), None))
+    sim = _sim_of("pbad_gym/Swimmer-v1", 3)
+    out.append(("swimmer", sim, *_start(sim, 3, np.random.default_rng(2)), None))
+    sw = _sim_of("pbad_gym/Swimmer-v1", 1)
+    sim = Simulator(sw.body, 0.05, num_envs=3, drag=sw.forces.drag, gravity=(0, 0, -1.0), limit_stiffness=3000.0,
+                    limit_damping=20.0, damping=np.full(sw.body.nv, 0.7))
+    q_prev, q, tau = _start(sim, 3, np.random.default_rng(3))
+    hinge = sim.body.lin_q[-3:]
+    q[1, hinge], q_prev[1, hinge] = 1.9, 1.85
+    q[2, hinge], q_prev[2, hinge] = -1.8, -1.9
+    out.append(("quaternion damping, damped limits", sim, q_prev, q, tau, None))
+    sp = _sim_of("pbad_gym/Spider-v3", 1)
+    sim = Simulator(sp.body, 0.01, num_envs=3, limit_stiffness=1000.0, limit_damping=60.0, damping=sp.forces.damping)
+    out.append(("spider armature", sim, *_start(sim, 3, np.random.default_rng(4)), None))
+    for contact in ({}, {"friction_cap": "lagged_spring"}, {"friction": "viscous", "damping": 20.0}):
+        sim, state = _standing_spider(2, contact)
+        body = sim.body
+        tau = np.zeros((2, body.nv))
+        tau[:, 6:] = 150 * np.random.default_rng(1).uniform(-1, 1, (2, 8))
+        q_prev, q = np.array(state.q_prev), np.array(state.q)
+        memory = contact_state(body, forward_kinematics(body, q), sim.forces.contact, sim.dt)._replace(
+            anchor=np.array(state.contact.anchor))
+        out.append((f"spider contact {contact}", sim, q_prev, q, tau, memory))
+    return out
+
+
+@pytest.mark.parametrize("launch", ["serial", "parallel"])
+def test_kernel_adjoint_equals_the_numpy_adjoint(launch):
+    from pbad_gym.kernels.numba import threads
+    from pbad_gym.kernels.numba.vjp import step_vjp_numba
+
+    old = threads.launch_policy()
+    threads.set_launch_policy(launch)
+    try:
+        for name, sim, q_prev, q, tau, memory in _kernel_cases():
+            if launch == "parallel":  # at least SERIAL_BELOW rows, so that the pool runs them
+                q_prev, q, tau = (np.concatenate([a, a]) for a in (q_prev, q, tau))
+                memory = None if memory is None else type(memory)(*(np.concatenate([a, a]) for a in memory))
+            data = prepare_step(sim.body, q_prev, q, tau, sim.dt, sim.forces, contact=memory)
+            q_next, res, data = solve_step_in_cone(sim.body, data, OPTIONS)
+            assert res.converged.all(), name
+            gbar = np.random.default_rng(0).standard_normal((q.shape[0], sim.body.nv))
+            want, lam = step_vjp(sim.body, data, q_prev, q_next, gbar)
+            got, lam_k = step_vjp_numba(sim.body, sim.forces, sim.dt, q_prev, q, tau, q_next, gbar, contact=memory)
+            pairs = [("lambda", lam, lam_k)] + [(f, getattr(want, f), getattr(got, f)) for f in want._fields]
+            for field, a, b in pairs:
+                assert (a is None) == (b is None), (name, field)
+                if a is not None:
+                    assert np.abs(a).max() > 0 or field == "anchor", (name, field)
+                    np.testing.assert_allclose(b, a, rtol=0, atol=1e-10 * np.abs(a).max(), err_msg=f"{name}: {field}")
+    finally:
+        threads.set_launch_policy(old)
+
+
+def test_kernel_adjoint_refuses_what_the_numpy_adjoint_refuses():
+    from pbad_gym.kernels.numba.vjp import step_vjp_numba
+
+    sim, state = _standing_spider(1, {"cone_passes": 0})
+    z = np.zeros((1, sim.body.nv))
+    with pytest.raises(ValueError, match="cone_passes"):
+        step_vjp_numba(sim.body, sim.forces, sim.dt, state.q_prev, state.q, z, state.q, z, contact=state.contact)

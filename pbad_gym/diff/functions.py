@@ -1,8 +1,9 @@
 """torch.autograd.Functions over the engine: one PBAD step, the state velocity, the centre of mass and the ground
 forces.
 
-Forward runs on the Simulator's backend (numba kernel or NumPy), backward in NumPy, float64: the engine's own
-adjoint (:mod:`pbad_gym.integrators.adjoint`, :mod:`pbad_gym.integrators.contact_adjoint`,
+Forward runs on the Simulator's backend (numba kernel or NumPy), float64; the step's backward on the same backend
+(the kernel's compiled adjoint, :mod:`pbad_gym.kernels.numba.vjp`, or :mod:`pbad_gym.integrators.adjoint`), the rest
+of the backward in NumPy (:mod:`pbad_gym.integrators.contact_adjoint`,
 :func:`pbad_gym.kinematics.difference_vjp`, :func:`pbad_gym.dynamics.centre_of_mass_vjp`). Cotangents cross the
 torch boundary on configuration coordinates (quaternion components included) and are turned into tangent ones
 (:func:`pbad_gym.kinematics.tangent_cotangent`) inside.
@@ -17,8 +18,7 @@ import numpy as np
 from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
 from ..energies.contact import ContactMemory, contact_state, sphere_forces
 from ..integrators.adjoint import step_vjp
-from ..integrators.contact_adjoint import (memory_of, memory_vjp, points_to_tangent, sphere_force_vjp,
-                                           with_fixed_point_cap)
+from ..integrators.contact_adjoint import memory_of, memory_vjp, points_to_tangent, sphere_force_vjp
 from ..integrators.pbad import prepare_step, solve_step_in_cone
 from ..kinematics import coordinate_cotangent, difference, difference_vjp, forward_kinematics, tangent_cotangent
 
@@ -79,15 +79,16 @@ def forward_step(spec, qp, qc, ta, memory):
     return qn, np.asarray(res.converged), np.asarray(res.grad_norm), data, nxt
 
 
-def step_data(spec, qp, qc, ta, memory, qn):
-    """The StepData a step from (q_{k−1}, q_k) under τ was solved with, rebuilt for its adjoint; with the cone's
-    fixed point the cap is the normal force the solution q_{k+1} applies."""
-    data = prepare_step(spec.body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
-    params = spec.forces.contact
-    if params is None:
-        return data
-    cap = with_fixed_point_cap(spec.body, params, spec.dt, data.contact, forward_kinematics(spec.body, qn))
-    return data._replace(contact=cap)
+def step_cotangents(spec, data, inputs, qn, gbar):
+    """The StepCotangents of a step's inputs (q_prev, q_cur, tau, contact memory) for the cotangent gbar (B, nv) on
+    its solution qn: by the kernel's compiled adjoint when the forward ran on the kernel (``data`` None), else by
+    the NumPy adjoint on the forward's own StepData."""
+    if data is None:
+        from ..kernels.numba.vjp import step_vjp_numba
+
+        qp, qc, ta, memory = inputs
+        return step_vjp_numba(spec.body, spec.forces, spec.dt, qp, qc, ta, qn, gbar, contact=memory)[0]
+    return step_vjp(spec.body, data, inputs[0], qn, gbar)[0]
 
 
 def host(x):
@@ -144,22 +145,21 @@ def functions():
         def backward(ctx, grad, grad_anchor):
             spec, data, inputs, qn, bad, fresh = ctx.step
             body, params = spec.body, spec.forces.contact
-            qp, qc = inputs[0], inputs[1]
-            if data is None:
-                data = step_data(spec, *inputs, qn)
+            qp, qc, ta, memory = inputs
             gbar = tangent_cotangent(body, qn, host(grad))
             a_mem = 0.0
-            if params is not None and grad_anchor is not None:
-                g_mem, a_mem = memory_vjp(body, params, spec.dt, forward_kinematics(body, qn), data.contact,
+            if params is not None and grad_anchor is not None:  # (it reads the anchors and the active set of q_k)
+                g_mem, a_mem = memory_vjp(body, params, spec.dt, forward_kinematics(body, qn), memory,
                                           host(grad_anchor))
                 gbar = gbar + g_mem
-            ct, _ = step_vjp(body, data, qp, qn, gbar)
+            ct = step_cotangents(spec, data, inputs, qn, gbar)
             g_prev, g_cur, g_tau = ct.q_prev, ct.q_cur, ct.tau
             g_anchor = None if ct.anchor is None else ct.anchor + a_mem
             if g_anchor is not None:
                 g_anchor[..., 2] = 0.0  # the anchors' height is never read
                 if fresh:  # the anchors were the centres of q_k
-                    g_cur = g_cur + points_to_tangent(body, data.kin_ref, g_anchor)
+                    kin = forward_kinematics(body, qc) if data is None else data.kin_ref
+                    g_cur = g_cur + points_to_tangent(body, kin, g_anchor)
             if bad.any():
                 spec.info["masked"] += int(bad.sum())
                 for a in (g_prev, g_cur, g_tau) + (() if g_anchor is None else (g_anchor,)):
