@@ -281,6 +281,7 @@ def test_kernel_adjoint_equals_the_numpy_adjoint(launch):
                 if a is not None:
                     assert np.abs(a).max() > 0 or field == "anchor", (name, field)
                     np.testing.assert_allclose(b, a, rtol=0, atol=1e-10 * np.abs(a).max(), err_msg=f"{name}: {field}")
+            _check_whole_backward(name, sim, data, (q_prev, q, tau, memory), q_next)
     finally:
         threads.set_launch_policy(old)
 
@@ -292,3 +293,28 @@ def test_kernel_adjoint_refuses_what_the_numpy_adjoint_refuses():
     z = np.zeros((1, sim.body.nv))
     with pytest.raises(ValueError, match="cone_passes"):
         step_vjp_numba(sim.body, sim.forces, sim.dt, state.q_prev, state.q, z, state.q, z, contact=state.contact)
+
+
+def _check_whole_backward(name, sim, data, inputs, q_next):
+    """The kernel's whole backward of a differentiable step (coordinates in and out, the new memory's anchors'
+    cotangent, a fresh memory) = diff.functions' NumPy path on the same step."""
+    from types import SimpleNamespace
+
+    from pbad_gym.diff.functions import step_cotangents
+    from pbad_gym.kernels.numba.vjp import step_backward_numba
+
+    rng = np.random.default_rng(7)
+    B, S = q_next.shape[0], sim.body.arrays(np, float).contact_r.shape[0]
+    spec = SimpleNamespace(body=sim.body, forces=sim.forces, dt=sim.dt)
+    grad_q = rng.standard_normal(q_next.shape)
+    grad_anchor = None if sim.forces.contact is None else rng.standard_normal((B, S, 3))
+    for fresh in (False, True):
+        want = step_cotangents(spec, data, inputs, q_next, grad_q, grad_anchor, fresh)
+        got = step_backward_numba(sim.body, sim.forces, sim.dt, *inputs[:3], q_next, grad_q, grad_anchor,
+                                  inputs[3], fresh)
+        for field in want._fields:
+            a, b = getattr(want, field), getattr(got, field)
+            assert (a is None) == (b is None), (name, field)
+            if a is not None:
+                np.testing.assert_allclose(b, a, rtol=0, atol=1e-10 * np.abs(a).max(),
+                                           err_msg=f"{name}: {field}, fresh {fresh}")

@@ -7,7 +7,8 @@
   of τ (the NumPy engine at the tightest of 1e-12, 1e-11, 1e-10 its round-off reaches; the Spider at 1e-13). Error:
   max |adjoint − FD| / max |FD| per step; |Δ| / (‖∇‖·‖d‖) along a direction d.
 - ``cost``: milliseconds per physics step of the forward step (NumPy engine and numba kernel, the Simulator's own
-  solver settings) and of the backward step (NumPy), for the Swimmer and the Spider at each batch size.
+  solver settings), of the backward step (the NumPy adjoint and the kernel's), and of a 10-step torch rollout on the
+  kernel, forward and backward, for the Swimmer and the Spider at each batch size.
 - ``learning``: configs/swimmer_shac.yaml, configs/swimmer_ppo.yaml and configs/swimmer_cmaes.yaml trained with
   the same seed (``--fraction`` of each budget); each kept policy replayed deterministically on 16 unseen reset
   seeds (1000 steps: distance); learning curves against env steps and against wall-clock in one figure.
@@ -210,45 +211,91 @@ def _time(fn, seconds):
 
 
 def cost(args, out):
-    """ms per physics step: forward (numpy, numba) and backward (numpy) at each batch size."""
-    from ..integrators.adjoint import step_vjp
-    from ..integrators.pbad import prepare_step, solve_step_in_cone
+    """ms per physics step at each batch size: the forward step (NumPy engine, numba kernel), the step's backward
+    (NumPy ``step_vjp``, the kernel's ``step_vjp_numba``), and a 10-step ``diff.rollout`` on the kernel through
+    torch autograd, forward and backward (everything a trainer pays per step: conversions, the anchors' adjoint)."""
     from ..simulator import numba_available
 
     rows = []
     batches = [b for b in args.batches if not args.quick or b <= 16]
+    kernel = numba_available()
     for env_id in ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v3"):
         for B in batches:
-            backends = ["numpy"] + (["numba"] if numba_available() else [])
             fwd = {}
-            for backend in backends:
-                env = _vec_sim(env_id, B, backend=backend)
-                env.reset(seed=0)
-                rng = np.random.default_rng(0)
-                for _ in range(5):
-                    env.step(rng.uniform(-1, 1, (B, env.single_action_space.shape[0])))
-                sim, act = env.unwrapped.sim, env.unwrapped.actuated
-                state, tau = sim.snapshot(), np.zeros((B, sim.body.nv))
-                tau[:, act] = rng.uniform(-1, 1, (B, len(act))) * env.unwrapped.gear
+            for backend in ["numpy"] + (["numba"] if kernel else []):
+                sim, state, tau = _cost_case(env_id, B, backend)
+                fwd[backend] = _time(lambda: (sim.restore(state), sim.step(tau)), args.seconds) * 1e3
+            back = _backward_ms(sim, state, tau, args.seconds)
+            roll = _rollout_ms(sim, state, tau, args.seconds) if kernel else (float("nan"),) * 2
+            f_k = fwd.get("numba", float("nan"))
+            rows.append((env_id.split("/")[1], B, fwd["numpy"], f_k, back["numpy"], back.get("numba", float("nan")),
+                         back.get("numba", float("nan")) / f_k, *roll, roll[1] / roll[0]))
+            print("  " + ", ".join(f"{h} {v:.4g}" if isinstance(v, float) else f"{h} {v}"
+                                   for h, v in zip(COST_HEADER, rows[-1])), flush=True)
+    write_csv(out / "cost.csv", rows, COST_HEADER)
+    print_table(rows, COST_HEADER, "ms per physics step")
 
-                def forward():
-                    sim.restore(state)
-                    sim.step(tau)
 
-                fwd[backend] = _time(forward, args.seconds) * 1e3
-            st = sim.state
-            data = prepare_step(sim.body, np.asarray(st.q_prev), np.asarray(st.q), tau, sim.dt, sim.forces,
-                                contact=st.contact)
-            q_next, _, data = solve_step_in_cone(sim.body, data, sim.options)
-            gbar = np.ones((B, sim.body.nv))
-            back = _time(lambda: step_vjp(sim.body, data, np.asarray(st.q_prev), q_next, gbar), args.seconds) * 1e3
-            ref = fwd.get("numba", fwd["numpy"])
-            rows.append((env_id.split("/")[1], B, fwd["numpy"], fwd.get("numba", float("nan")), back, back / ref))
-            print(f"  {rows[-1][0]} B={B}: forward numpy {fwd['numpy']:.3f} ms, numba {fwd.get('numba', np.nan):.3f}"
-                  f" ms; backward {back:.3f} ms", flush=True)
-    header = ["env", "batch", "forward numpy ms", "forward numba ms", "backward numpy ms", "backward / forward numba"]
-    write_csv(out / "cost.csv", rows, header)
-    print_table(rows, header, "ms per physics step")
+COST_HEADER = ["env", "batch", "forward NumPy ms", "forward numba ms", "backward NumPy ms", "backward numba ms",
+               "backward / forward (numba)", "rollout forward ms", "rollout backward ms",
+               "rollout backward / forward"]
+
+
+def _cost_case(env_id, B, backend):
+    """(Simulator, a snapshot after 5 random env steps, random actuator torques (B, nv)) of ``env_id``."""
+    env = _vec_sim(env_id, B, backend=backend)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        env.step(rng.uniform(-1, 1, (B, env.single_action_space.shape[0])))
+    sim, act = env.unwrapped.sim, env.unwrapped.actuated
+    tau = np.zeros((B, sim.body.nv))
+    tau[:, act] = rng.uniform(-1, 1, (B, len(act))) * env.unwrapped.gear
+    return sim, sim.snapshot(), tau
+
+
+def _backward_ms(sim, state, tau, seconds):
+    """{"numpy": ms, "numba": ms} of the step adjoint of one step from ``state`` under ``tau`` (solved here)."""
+    from ..integrators.adjoint import step_vjp
+    from ..integrators.pbad import prepare_step, solve_step_in_cone
+    from ..simulator import numba_available
+
+    sim.restore(state)
+    st = sim.state
+    qp, qc = np.asarray(st.q_prev), np.asarray(st.q)
+    data = prepare_step(sim.body, qp, qc, tau, sim.dt, sim.forces, contact=st.contact)
+    q_next, _, data = solve_step_in_cone(sim.body, data, sim.options)
+    gbar = np.ones((qc.shape[0], sim.body.nv))
+    out = {"numpy": _time(lambda: step_vjp(sim.body, data, qp, q_next, gbar), seconds) * 1e3}
+    if numba_available():
+        from ..kernels.numba.vjp import step_vjp_numba
+
+        out["numba"] = _time(lambda: step_vjp_numba(sim.body, sim.forces, sim.dt, qp, qc, tau, q_next, gbar,
+                                                    contact=st.contact), seconds) * 1e3
+    return out
+
+
+def _rollout_ms(sim, state, tau, seconds, T=10):
+    """(forward, backward) ms per step of a T-step ``diff.rollout`` of the kernel-backed ``sim`` from ``state``
+    under ``tau`` repeated, with a loss on every configuration."""
+    import torch
+
+    from ..diff import rollout
+
+    taus = torch.tensor(np.repeat(tau[None], T, 0))
+
+    def forward():
+        sim.restore(state)
+        with torch.no_grad():
+            rollout(sim, taus, nonconverged="mask")
+
+    def both():
+        sim.restore(state)
+        t = taus.clone().requires_grad_(True)
+        rollout(sim, t, nonconverged="mask").sum().backward()
+
+    f = _time(forward, seconds) * 1e3 / T
+    return f, _time(both, seconds) * 1e3 / T - f
 
 
 def learning(args, out):

@@ -79,16 +79,32 @@ def forward_step(spec, qp, qc, ta, memory):
     return qn, np.asarray(res.converged), np.asarray(res.grad_norm), data, nxt
 
 
-def step_cotangents(spec, data, inputs, qn, gbar):
-    """The StepCotangents of a step's inputs (q_prev, q_cur, tau, contact memory) for the cotangent gbar (B, nv) on
-    its solution qn: by the kernel's compiled adjoint when the forward ran on the kernel (``data`` None), else by
-    the NumPy adjoint on the forward's own StepData."""
+def step_cotangents(spec, data, inputs, qn, grad_q, grad_anchor, fresh):
+    """A step's backward: the cotangent grad_q (B, nq) on its solution's coordinates and grad_anchor (B, S, 3) on
+    its new contact memory's anchors (None: zero) pulled back to the inputs (q_prev, q_cur, tau, contact memory):
+    StepCotangents with q_prev, q_cur on coordinates (B, nq), tau (B, nv), anchor (B, S, 3) (heights 0) or None.
+    ``fresh``: the memory's anchors were the centres of q_cur (their cotangent goes to q_cur too). By the kernel in
+    one compiled call when the forward ran on it (``data`` None), else by the NumPy adjoint on the forward's
+    StepData."""
+    qp, qc, ta, memory = inputs
+    body, params = spec.body, spec.forces.contact
     if data is None:
-        from ..kernels.numba.vjp import step_vjp_numba
+        from ..kernels.numba.vjp import step_backward_numba
 
-        qp, qc, ta, memory = inputs
-        return step_vjp_numba(spec.body, spec.forces, spec.dt, qp, qc, ta, qn, gbar, contact=memory)[0]
-    return step_vjp(spec.body, data, inputs[0], qn, gbar)[0]
+        return step_backward_numba(body, spec.forces, spec.dt, qp, qc, ta, qn, grad_q, grad_anchor, memory, fresh)
+    gbar = tangent_cotangent(body, qn, grad_q)
+    a_mem = 0.0
+    if grad_anchor is not None:  # (memory_vjp reads the anchors and the active set of q_k)
+        g_mem, a_mem = memory_vjp(body, params, spec.dt, forward_kinematics(body, qn), memory, grad_anchor)
+        gbar = gbar + g_mem
+    ct = step_vjp(body, data, qp, qn, gbar)[0]
+    g_cur, g_anchor = ct.q_cur, None if ct.anchor is None else ct.anchor + a_mem
+    if g_anchor is not None:
+        g_anchor[..., 2] = 0.0  # the anchors' height is never read
+        if fresh:
+            g_cur = g_cur + points_to_tangent(body, data.kin_ref, g_anchor)
+    return ct._replace(q_prev=coordinate_cotangent(body, qp, ct.q_prev), q_cur=coordinate_cotangent(body, qc, g_cur),
+                       anchor=g_anchor)
 
 
 def host(x):
@@ -144,29 +160,14 @@ def functions():
         @staticmethod
         def backward(ctx, grad, grad_anchor):
             spec, data, inputs, qn, bad, fresh = ctx.step
-            body, params = spec.body, spec.forces.contact
-            qp, qc, ta, memory = inputs
-            gbar = tangent_cotangent(body, qn, host(grad))
-            a_mem = 0.0
-            if params is not None and grad_anchor is not None:  # (it reads the anchors and the active set of q_k)
-                g_mem, a_mem = memory_vjp(body, params, spec.dt, forward_kinematics(body, qn), memory,
-                                          host(grad_anchor))
-                gbar = gbar + g_mem
-            ct = step_cotangents(spec, data, inputs, qn, gbar)
-            g_prev, g_cur, g_tau = ct.q_prev, ct.q_cur, ct.tau
-            g_anchor = None if ct.anchor is None else ct.anchor + a_mem
-            if g_anchor is not None:
-                g_anchor[..., 2] = 0.0  # the anchors' height is never read
-                if fresh:  # the anchors were the centres of q_k
-                    kin = forward_kinematics(body, qc) if data is None else data.kin_ref
-                    g_cur = g_cur + points_to_tangent(body, kin, g_anchor)
+            ga = None if grad_anchor is None or spec.forces.contact is None else host(grad_anchor)
+            g_prev, g_cur, g_tau, g_anchor = step_cotangents(spec, data, inputs, qn, host(grad), ga, fresh)
             if bad.any():
                 spec.info["masked"] += int(bad.sum())
                 for a in (g_prev, g_cur, g_tau) + (() if g_anchor is None else (g_anchor,)):
                     a[bad] = 0.0
             like = _like(grad)
-            return (torch.as_tensor(coordinate_cotangent(body, qp, g_prev), **like),
-                    torch.as_tensor(coordinate_cotangent(body, qc, g_cur), **like),
+            return (torch.as_tensor(g_prev, **like), torch.as_tensor(g_cur, **like),
                     None if fresh or g_anchor is None else torch.as_tensor(g_anchor, **like),
                     torch.as_tensor(g_tau, **like), None, None)
 

@@ -19,18 +19,18 @@ from .hessian import hessian
 from .jit import jitable
 from .linalg import solve_damped, solve_lu
 from .lm import prepare_row
-from .terms import _energy_grad
+from .terms import link_terms
 
 
 @jitable
-def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, out_lam, out_prev, out_cur, out_tau,
-            out_anc, r, sc, V):
+def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, r, sc, V, anc):
     """Row r of the step's vector-Jacobian product: the step from (q_prev, q_cur) (B, nq) under tau (B, nv) with
-    the contact memory of q_cur (cP, cact, cnorm, canc) solved to q_next (B, nq); gbar (B, nv): the cotangent on
-    q_next in its tangent frame. Writes λ (out_lam, B × nv) and the cotangents of q_prev, q_cur (tangent frames),
-    tau and the anchors (out_prev, out_cur, out_tau (B, nv), out_anc (B, S, 3)). fo must hold the exact Hessian's
-    switch (exact = 1) whatever the forward used; with the cone's fixed point the cap is the normal force q_next
-    applies. sc: a scratch.StepScratch, V (L, 6): the links' velocities under λ. A singular system gives NaN."""
+    the contact memory of q_cur (cP, cact, cnorm, canc) solved to q_next (B, nq); gbar (nv,): this row's cotangent
+    on q_next in its tangent frame. Leaves λ in sc.dx and the cotangents of q_cur, q_prev (tangent frames) and tau
+    in sc.xv, sc.ev, sc.zv (nv,), and the anchors' in anc (S, 3). fo must hold the exact Hessian's switch
+    (exact = 1) whatever the forward used; with the cone's fixed point the cap is the normal force q_next applies.
+    sc: a scratch.StepScratch (it also keeps the poses and motion axes of q_cur in sc.Rr, sc.tr, sc.ws[1],
+    sc.vs[1]), V (L, 6): the links' velocities under λ. A singular system gives NaN."""
     qp, qc, ta, qn, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.xs[0], sc.cPr, sc.canr, sc.car, sc.cnr
     Rn, tn, wn, vn, Gn, fn = sc.Rs[0], sc.ts[0], sc.ws[0], sc.vs[0], sc.Gs[0], sc.fs[0]
     Rp, tp, Rr, tr = sc.Rp, sc.tp, sc.Rr, sc.tr
@@ -41,7 +41,7 @@ def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, out_
         qp[k], qc[k], qn[k] = q_prev[r, k], q_cur[r, k], q_next[r, k]
     for k in range(nv):
         ta[k] = tau[r, k]
-        neg[k] = -gbar[r, k]
+        neg[k] = -gbar[k]
     for s in range(n_s):
         car[s], cnr[s] = cact[r, s], cnorm[r, s]
         for a in range(3):
@@ -49,13 +49,14 @@ def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, out_
     forward_kinematics(m, qp, Rp, tp, wp, vp, sc.Rj, sc.R2)
     forward_kinematics(m, qc, Rr, tr, wc, vc, sc.Rj, sc.R2)
     prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, sc.A, sc.bt, sc.Wd, sc.dv, sc.qpred)
+    forward_kinematics(m, qn, Rn, tn, wn, vn, sc.Rj, sc.R2)
     fixed_point = fo.friction == 1 and fo.cap_applied != 0 and fo.cone_passes > 0
     if fixed_point:  # the cap at the cone's fixed point: the normal force the solution applies
-        forward_kinematics(m, qn, Rn, tn, wn, vn, sc.Rj, sc.R2)
         for s in range(n_s):
             cnr[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, Rn, tn, cPr)
-    _energy_grad(m, fo, qn, qc, sc.qpred, ta, sc.A, sc.bt, Rr, tr, sc.Wd, cPr, car, cnr, canr, Rn, tn, wn, vn, sc.Rj,
-                 sc.R2, Gn, fn, sc.wr, sc.gs[0], sc.s33, sc.s3)
+    # the link terms' pose gradients at q_{k+1}: the exact Hessian's second-order part reads them (the step's
+    # gradient itself is not needed)
+    link_terms(m, fo, Rn, tn, sc.A, sc.bt, Rr, tr, sc.Wd, cPr, car, cnr, canr, Gn, fn, sc.s33, sc.s3)
     hessian(m, fo, qn, qc, sc.qpred, ta, Rn, tn, wn, vn, Gn, fn, sc.Wd, cPr, car, cnr, canr, sc.K, sc.Z, sc.F, sc.Xk,
             sc.H, sc.D, sc.s33, sc.s3, sc.s36)
     if fixed_point:
@@ -73,15 +74,12 @@ def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, out_
     Gc, fc = sc.Gs[1], sc.fs[1]
     _link_moments(m, fo, Rn, tn, Rr, tr, sc.Wd, V, Gn, fn, Gc, fc, sc.s33)
     if fo.has_contact:
-        _contact_vjp(m, fo, Rn, tn, V, cPr, car, cnr, canr, Gc, fc, out_anc, r)
+        _contact_vjp(m, fo, Rn, tn, V, cPr, car, cnr, canr, Gc, fc, anc)
     wrench_gradient(m, Rr, tr, wc, vc, Gc, fc, sc.wr, d_cur)
     wrench_gradient(m, Rp, tp, wp, vp, Gn, fn, sc.wr, d_prev)
     _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, sc.s33)
     for k in range(nv):  # θ̄ = −∇_θ(λᵀ g)
-        out_lam[r, k] = lam[k]
-        out_prev[r, k] = -d_prev[k]
-        out_cur[r, k] = -d_cur[k]
-        out_tau[r, k] = -d_tau[k]
+        d_prev[k], d_cur[k], d_tau[k] = -d_prev[k], -d_cur[k], -d_tau[k]
 
 
 @jitable
@@ -215,15 +213,15 @@ def _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M):
 
 
 @jitable
-def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, out_anc, r):
+def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, anc):
     """Penalty contact's part (contact_adjoint.contact_point_vjp): its gradient at the centres of q_k added to the
-    pose gradients (Gc, fc) of q_k, and the anchors' cotangent −∂(λᵀ g)/∂anchor into out_anc[r]."""
+    pose gradients (Gc, fc) of q_k, and the anchors' cotangent −∂(λᵀ g)/∂anchor into anc (S, 3)."""
     k, kd = fo.contact_k, fo.contact_dn / fo.dt
     share = kd / (k + kd) if kd > 0 else 0.0
     eps = fo.slip_eps
     fixed_point = fo.cap_applied != 0 and fo.cone_passes > 0
     for s in range(m.contact_link.shape[0]):
-        out_anc[r, s, 0] = out_anc[r, s, 1] = out_anc[r, s, 2] = 0.0
+        anc[s, 0] = anc[s, 1] = anc[s, 2] = 0.0
         if not cact[s]:  # every term below is scaled by [d_k > 0]
             continue
         l = m.contact_link[s]
@@ -247,8 +245,8 @@ def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, out_anc, r):
             dot = xh0 * u0 + xh1 * u1
             sl = 1.0 if sn >= eps else 0.0
             ks = fo.mu * cnorm[s] / mm
-            out_anc[r, s, 0] = ks * (u0 - sl * xh0 * dot)  # −∂(λᵀ g)/∂anchor = H_f u
-            out_anc[r, s, 1] = ks * (u1 - sl * xh1 * dot)
+            anc[s, 0] = ks * (u0 - sl * xh0 * dot)  # −∂(λᵀ g)/∂anchor = H_f u
+            anc[s, 1] = ks * (u1 - sl * xh1 * dot)
             nbar = fo.mu * dot  # ∂(λᵀ g)/∂n
             if fixed_point:
                 if pos:

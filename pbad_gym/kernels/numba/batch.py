@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .adjoint import vjp_row
+from .backward import backward_row
 from .configuration import difference
 from .dynamics import energy_terms_row, terms_scratch
 from .forward import forward_kinematics
@@ -54,23 +54,23 @@ def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_
 
 
 @jitable
-def vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau,
-             out_anchor, r0, r1):
-    """The step's vector-Jacobian product (adjoint.vjp_row) of trajectories r0 … r1−1, on one scratch set."""
-    L = m.mass.shape[0]
-    sc = alloc_scratch(L, m.dof_link.shape[0], q_cur.shape[1], CP.shape[1], q_cur.dtype)
-    V = np.empty((L, 6), q_cur.dtype)
-    _vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau,
-              out_anchor, r0, r1, sc, V)
+def vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev,
+             out_cur, out_tau, out_anchor, r0, r1):
+    """A step's backward (backward.backward_row) of trajectories r0 … r1−1, on one scratch set."""
+    L, nv, n_s, dtype = m.mass.shape[0], m.dof_link.shape[0], CP.shape[1], q_cur.dtype
+    sc = alloc_scratch(L, nv, q_cur.shape[1], n_s, dtype)
+    _vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev,
+              out_cur, out_tau, out_anchor, r0, r1, sc, np.empty((L, 6), dtype), np.empty(nv, dtype),
+              np.empty((n_s, 3), dtype), np.empty((n_s, 3), dtype))
 
 
 @njit(**ROW_LOOP_OPTIONS)
-def _vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau,
-              out_anchor, r0, r1, sc, V):
+def _vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev,
+              out_cur, out_tau, out_anchor, r0, r1, sc, V, gt, anc, amem):
     """:func:`vjp_rows`' row loop on its scratch (:data:`ROW_LOOP_OPTIONS`, see :func:`_run_rows`)."""
     for r in range(r0, r1):
-        vjp_row(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau,
-                out_anchor, r, sc, V)
+        backward_row(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh,
+                     out_lam, out_prev, out_cur, out_tau, out_anchor, r, sc, V, gt, anc, amem)
 
 
 @jitable

@@ -224,9 +224,9 @@ def vjp_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis
               lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart, spring, spring_rest,
               has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature, has_spring, exact,
               max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-              slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar,
-              out_lam, out_prev, out_cur, out_tau, out_anchor, nchunks):
-    """The step's vector-Jacobian product of every row in ``nchunks`` chunks of rows run by the thread pool
+              slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar,
+              coords, fresh, out_lam, out_prev, out_cur, out_tau, out_anchor, nchunks):
+    """A step's backward (its vector-Jacobian product) of every row in ``nchunks`` chunks of rows run by the thread pool
     (batch.vjp_rows)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -238,8 +238,8 @@ def vjp_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis
                        mach_eps, mu0)
     B = q_cur.shape[0]
     for k in prange(nchunks):
-        vjp_rows(copy_body(m), copy_constants(fo), q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam,
-                 out_prev, out_cur, out_tau, out_anchor, k * B // nchunks, (k + 1) * B // nchunks)
+        vjp_rows(copy_body(m), copy_constants(fo), q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords,
+                 fresh, out_lam, out_prev, out_cur, out_tau, out_anchor, k * B // nchunks, (k + 1) * B // nchunks)
 
 
 @njit(cache=True, nogil=True)
@@ -250,7 +250,8 @@ def vjp_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis
                      drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
                      has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k,
                      limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev,
-                     q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau, out_anchor):
+                     q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev, out_cur,
+                     out_tau, out_anchor):
     """:func:`vjp_batch` on the calling thread."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -260,5 +261,5 @@ def vjp_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
                        tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
                        mach_eps, mu0)
-    vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gbar, out_lam, out_prev, out_cur, out_tau,
-             out_anchor, 0, q_cur.shape[0])
+    vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev,
+             out_cur, out_tau, out_anchor, 0, q_cur.shape[0])
