@@ -46,7 +46,7 @@ class StepSpec:
     nonconverged: str = "raise"
     info: dict = dataclasses.field(default_factory=lambda: {"masked": 0})
     memory: object = None
-    kernel: bool = False  # forward on the numba kernel (the Simulator's backend), backward on NumPy
+    kernel: bool = False  # forward and the step's backward on the numba kernel (the Simulator's backend)
     failed: object = None  # (B,) bool: rows whose step failed (unconverged or non-finite) since the caller reset it
 
     @classmethod
