@@ -34,7 +34,7 @@ def backward_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gin, 
     for s in range(n_s):
         amem[s, 0] = amem[s, 1] = amem[s, 2] = 0.0
     if fo.friction == 1 and n_s > 0:
-        _memory_vjp(m, fo, q_next, cact[r], canc[r], abar, r, sc, gt, amem)
+        _memory_vjp(m, fo, q_next, cact[r], canc[r], abar, r, sc, gt, amem, anc)
     vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gt, r, sc, V, anc)
     for s in range(n_s):
         for a in range(2):
@@ -57,46 +57,32 @@ def backward_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gin, 
 
 
 @jitable
-def _memory_vjp(m, fo, q_next, cact, canc, abar, r, sc, gt, amem):
+def _memory_vjp(m, fo, q_next, cact, canc, abar, r, sc, gt, amem, gP):
     """contact_adjoint.memory_vjp of row r (cact (S,), canc (S, 3): that row's memory): the anchor cotangent
     abar[r] of the new memory pulled back through the anchor update, onto q_next (added to gt through the sphere
-    centres' Jacobians) and onto the anchors of q_cur's memory (amem (S, 3)). Poses of q_next go to sc.Rs[1],
-    sc.ts[1], sc.ws[1], sc.vs[1]."""
-    R, t, w, v, G, f = sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1], sc.Gs[1], sc.fs[1]
+    centres' Jacobians) and onto the anchors of q_cur's memory (amem (S, 3)). gP (S, 3): scratch (the gradient on
+    the centres of q_next); poses of q_next go to sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]."""
+    R, t, w, v = sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]
     forward_kinematics(m, q_next[r], R, t, w, v, sc.Rj, sc.R2)
-    for i in range(m.mass.shape[0]):
-        for a in range(3):
-            f[i, a] = 0.0
-            for b in range(3):
-                G[i, a, b] = 0.0
     eps = fo.slip_eps
-    p0 = m.contact_p0
     for s in range(m.contact_link.shape[0]):
         P0, P1, P2 = _sphere_centre(m, s, R, t)
         ab0, ab1 = abar[r, s, 0], abar[r, s, 1]
-        if not m.contact_r[s] - (P2 - fo.height) > 0:  # not touching at q_next: its new anchor is its centre
-            gx, gy = ab0, ab1
-        elif not cact[s]:
-            gx, gy = ab0, ab1
-        else:
+        gP[s, 0], gP[s, 1], gP[s, 2] = ab0, ab1, 0.0  # not touching at both q_k and q_next: a' = P
+        if m.contact_r[s] - (P2 - fo.height) > 0 and cact[s]:
             x0, x1 = P0 - canc[s, 0], P1 - canc[s, 1]
             sn = math.sqrt(x0 * x0 + x1 * x1)
             if sn > eps:  # slipping: a' = P − ε x̂
                 xh0, xh1 = x0 / sn, x1 / sn
                 dot = xh0 * ab0 + xh1 * ab1
                 pr0, pr1 = eps / sn * (ab0 - xh0 * dot), eps / sn * (ab1 - xh1 * dot)
-                gx, gy = ab0 - pr0, ab1 - pr1
+                gP[s, 0], gP[s, 1] = ab0 - pr0, ab1 - pr1
                 amem[s, 0], amem[s, 1] = pr0, pr1
             else:  # sticking: a' = a
-                gx = gy = 0.0
+                gP[s, 0] = gP[s, 1] = 0.0
                 amem[s, 0], amem[s, 1] = ab0, ab1
-        l = m.contact_link[s]
-        f[l, 0] += gx
-        f[l, 1] += gy
-        for b in range(3):
-            G[l, 0, b] += gx * p0[s, b]
-            G[l, 1, b] += gy * p0[s, b]
-    wrench_gradient(m, R, t, w, v, G, f, sc.wr, gt)
+    _points_to_links(m, gP, sc.Gs[1], sc.fs[1])
+    wrench_gradient(m, R, t, w, v, sc.Gs[1], sc.fs[1], sc.wr, gt)
 
 
 @jitable
