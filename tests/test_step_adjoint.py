@@ -245,15 +245,18 @@ def _kernel_cases():
     sp = _sim_of("pbad_gym/Spider-v3", 1)
     sim = Simulator(sp.body, 0.01, num_envs=3, limit_stiffness=1000.0, limit_damping=60.0, damping=sp.forces.damping)
     out.append(("spider armature", sim, *_start(sim, 3, np.random.default_rng(4)), None))
-    for contact in ({}, {"friction_cap": "lagged_spring"}, {"friction": "viscous", "damping": 20.0}):
+    for contact, fresh in (({}, False), ({}, True), ({"friction_cap": "lagged_spring"}, False),
+                           ({"friction": "viscous", "damping": 20.0}, False), ({"normal_damping": 0.0}, False),
+                           ({"friction": "none"}, False)):
         sim, state = _standing_spider(2, contact)
         body = sim.body
         tau = np.zeros((2, body.nv))
         tau[:, 6:] = 150 * np.random.default_rng(1).uniform(-1, 1, (2, 8))
         q_prev, q = np.array(state.q_prev), np.array(state.q)
-        memory = contact_state(body, forward_kinematics(body, q), sim.forces.contact, sim.dt)._replace(
-            anchor=np.array(state.contact.anchor))
-        out.append((f"spider contact {contact}", sim, q_prev, q, tau, memory))
+        memory = contact_state(body, forward_kinematics(body, q), sim.forces.contact, sim.dt)
+        if not fresh:  # the stick anchors carried from the stance (some slipping), else at the centres
+            memory = memory._replace(anchor=np.array(state.contact.anchor))
+        out.append((f"spider contact {contact}{' fresh memory' if fresh else ''}", sim, q_prev, q, tau, memory))
     return out
 
 

@@ -162,6 +162,12 @@ def functions():
             spec, data, inputs, qn, bad, fresh = ctx.step
             ga = None if grad_anchor is None or spec.forces.contact is None else host(grad_anchor)
             g_prev, g_cur, g_tau, g_anchor = step_cotangents(spec, data, inputs, qn, host(grad), ga, fresh)
+            singular = ~bad & ~np.isfinite(g_tau).all(1)  # the kernel's adjoint leaves NaN where A is singular
+            if singular.any():
+                if spec.nonconverged == "raise":
+                    raise RuntimeError(f"the step's adjoint system is singular on rows {np.nonzero(singular)[0]}; "
+                                       "pass nonconverged='mask' to cut their gradient instead")
+                bad = bad | singular
             if bad.any():
                 spec.info["masked"] += int(bad.sum())
                 for a in (g_prev, g_cur, g_tau) + (() if g_anchor is None else (g_anchor,)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .algebra import quat_mul
+from .algebra import quat_mul, quat_to_rot
 from .chain_rule import wrench_gradient
 from .contact import _normal_depth, applied_normal
 from .forward import forward_kinematics
@@ -25,66 +25,88 @@ from .terms import link_terms
 @jitable
 def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, r, sc, V, anc):
     """Row r of the step's vector-Jacobian product: the step from (q_prev, q_cur) (B, nq) under tau (B, nv) with
-    the contact memory of q_cur (cP, cact, cnorm, canc) solved to q_next (B, nq); gbar (nv,): this row's cotangent
-    on q_next in its tangent frame. Leaves λ in sc.dx and the cotangents of q_cur, q_prev (tangent frames) and tau
-    in sc.xv, sc.ev, sc.zv (nv,), and the anchors' in anc (S, 3). fo must hold the exact Hessian's switch
-    (exact = 1) whatever the forward used; with the cone's fixed point the cap is the normal force q_next applies.
-    sc: a scratch.StepScratch (it also keeps the poses and motion axes of q_cur in sc.Rr, sc.tr, sc.ws[1],
-    sc.vs[1]), V (L, 6): the links' velocities under λ. A singular system gives NaN."""
-    qp, qc, ta, qn, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.xs[0], sc.cPr, sc.canr, sc.car, sc.cnr
-    Rn, tn, wn, vn, Gn, fn = sc.Rs[0], sc.ts[0], sc.ws[0], sc.vs[0], sc.Gs[0], sc.fs[0]
-    Rp, tp, Rr, tr = sc.Rp, sc.tp, sc.Rr, sc.tr
-    wc, vc, wp, vp = sc.ws[1], sc.vs[1], sc.wtmp, sc.vtmp
-    lam, neg = sc.dx, sc.gs[1]
-    n_s, nv, nq = cP.shape[1], m.dof_link.shape[0], q_cur.shape[1]
-    for k in range(nq):
-        qp[k], qc[k], qn[k] = q_prev[r, k], q_cur[r, k], q_next[r, k]
-    for k in range(nv):
-        ta[k] = tau[r, k]
-        neg[k] = -gbar[k]
-    for s in range(n_s):
-        car[s], cnr[s] = cact[r, s], cnorm[r, s]
-        for a in range(3):
-            cPr[s, a], canr[s, a] = cP[r, s, a], canc[r, s, a]
-    forward_kinematics(m, qp, Rp, tp, wp, vp, sc.Rj, sc.R2)
-    forward_kinematics(m, qc, Rr, tr, wc, vc, sc.Rj, sc.R2)
-    prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, sc.A, sc.bt, sc.Wd, sc.dv, sc.qpred)
-    forward_kinematics(m, qn, Rn, tn, wn, vn, sc.Rj, sc.R2)
-    fixed_point = fo.friction == 1 and fo.cap_applied != 0 and fo.cone_passes > 0
-    if fixed_point:  # the cap at the cone's fixed point: the normal force the solution applies
-        for s in range(n_s):
-            cnr[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, Rn, tn, cPr)
-    # the link terms' pose gradients at q_{k+1}: the exact Hessian's second-order part reads them (the step's
-    # gradient itself is not needed)
-    link_terms(m, fo, Rn, tn, sc.A, sc.bt, Rr, tr, sc.Wd, cPr, car, cnr, canr, Gn, fn, sc.s33, sc.s3)
-    hessian(m, fo, qn, qc, sc.qpred, ta, Rn, tn, wn, vn, Gn, fn, sc.Wd, cPr, car, cnr, canr, sc.K, sc.Z, sc.F, sc.Xk,
-            sc.H, sc.D, sc.s33, sc.s3, sc.s36)
-    if fixed_point:
-        _coupled_transpose(m, fo, Rn, tn, wn, vn, cPr, car, canr, sc.H, sc.Hd, sc.xv, sc.ev)
-        ok = solve_lu(sc.Hd, sc.D, 0.0, neg, sc.Af, lam, sc.piv)
-    else:  # H is symmetric
-        ok = solve_damped(sc.H, sc.D, 0.0, neg, sc.Af, lam, sc.piv)
-    if not ok:
-        for k in range(nv):
-            lam[k] = math.nan
-    _link_velocities(m, wn, vn, lam, V)
-    d_cur, d_prev, d_tau = sc.xv, sc.ev, sc.zv
-    for k in range(nv):
+    the contact memory of q_cur (cP (B, S, 3) [m], cact (B, S), cnorm (B, S) [N], canc (B, S, 3) [m]) solved to
+    q_next (B, nq); gbar (nv,): this row's cotangent on q_next in its tangent frame (per rad or m). Leaves λ in
+    sc.dx and the cotangents of q_cur, q_prev (tangent frames) and tau in sc.xv, sc.ev, sc.zv (nv,), and the
+    anchors' in anc (S, 3). fo must hold the exact Hessian's switch (exact = 1) whatever the forward used; with the
+    cone's fixed point the cap is the normal force q_next applies. sc: a scratch.StepScratch (it keeps the poses
+    and motion axes of q_cur in sc.Rr, sc.tr, sc.ws[1], sc.vs[1] for the caller), V (L, 6): the links'
+    velocities under λ. A singular system gives NaN."""
+    _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc)
+    _adjoint_solve(m, fo, gbar, sc)
+    lam, d_cur, d_prev, d_tau = sc.dx, sc.xv, sc.ev, sc.zv
+    Rn, tn, Gn, fn, Gc, fc = sc.Rs[0], sc.ts[0], sc.Gs[0], sc.fs[0], sc.Gs[1], sc.fs[1]
+    _link_velocities(m, sc.ws[0], sc.vs[0], lam, V)
+    for k in range(lam.shape[0]):
         d_cur[k] = d_prev[k] = d_tau[k] = 0.0
-    Gc, fc = sc.Gs[1], sc.fs[1]
-    _link_moments(m, fo, Rn, tn, Rr, tr, sc.Wd, V, Gn, fn, Gc, fc, sc.s33)
+    # (Gn, fn) are free once the Hessian is formed: they take the moments at q_{k−1}
+    _link_moments(m, fo, Rn, tn, sc.Rr, sc.tr, sc.Wd, V, Gn, fn, Gc, fc, sc.s33)
     if fo.has_contact:
-        _contact_vjp(m, fo, Rn, tn, V, cPr, car, cnr, canr, Gc, fc, anc)
-    wrench_gradient(m, Rr, tr, wc, vc, Gc, fc, sc.wr, d_cur)
-    wrench_gradient(m, Rp, tp, wp, vp, Gn, fn, sc.wr, d_prev)
-    _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, sc.s33)
-    for k in range(nv):  # θ̄ = −∇_θ(λᵀ g)
+        _contact_vjp(m, fo, Rn, tn, V, sc.cPr, sc.car, sc.cnr, sc.canr, Gc, fc, anc)
+    wrench_gradient(m, sc.Rr, sc.tr, sc.ws[1], sc.vs[1], Gc, fc, sc.wr, d_cur)
+    wrench_gradient(m, sc.Rp, sc.tp, sc.wtmp, sc.vtmp, Gn, fn, sc.wr, d_prev)
+    _joint_vjp(m, fo, sc.xs[0], sc.qc, sc.ta, lam, d_cur, d_prev, d_tau, sc.s33)
+    for k in range(lam.shape[0]):  # θ̄ = −∇_θ(λᵀ g)
         d_prev[k], d_cur[k], d_tau[k] = -d_prev[k], -d_cur[k], -d_tau[k]
 
 
 @jitable
+def _cone_fixed_point(fo):
+    """True when Coulomb friction is capped at the step's own fixed point (the applied normal force, re-solved)."""
+    return fo.friction == 1 and fo.cap_applied != 0 and fo.cone_passes > 0
+
+
+@jitable
+def _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
+    """Row r's inputs into the scratch (sc.qp, sc.qc, sc.xs[0] = q_next, sc.ta, the memory's row copies), the poses
+    of q_prev (sc.Rp, sc.tp, axes sc.wtmp, sc.vtmp), q_cur (sc.Rr, sc.tr, sc.ws[1], sc.vs[1]) and q_next (slot 0),
+    the step data (lm.prepare_row) and, at the cone's fixed point, the cap q_next applies."""
+    qp, qc, qn, cPr, canr = sc.qp, sc.qc, sc.xs[0], sc.cPr, sc.canr
+    for k in range(q_cur.shape[1]):
+        qp[k], qc[k], qn[k] = q_prev[r, k], q_cur[r, k], q_next[r, k]
+    for k in range(tau.shape[1]):
+        sc.ta[k] = tau[r, k]
+    for s in range(cP.shape[1]):
+        sc.car[s], sc.cnr[s] = cact[r, s], cnorm[r, s]
+        for a in range(3):
+            cPr[s, a], canr[s, a] = cP[r, s, a], canc[r, s, a]
+    forward_kinematics(m, qp, sc.Rp, sc.tp, sc.wtmp, sc.vtmp, sc.Rj, sc.R2)
+    forward_kinematics(m, qc, sc.Rr, sc.tr, sc.ws[1], sc.vs[1], sc.Rj, sc.R2)
+    prepare_row(m, fo, qp, qc, sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd, sc.dv, sc.qpred)
+    forward_kinematics(m, qn, sc.Rs[0], sc.ts[0], sc.ws[0], sc.vs[0], sc.Rj, sc.R2)
+    if _cone_fixed_point(fo):
+        for s in range(cP.shape[1]):
+            sc.cnr[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, sc.Rs[0], sc.ts[0], cPr)
+
+
+@jitable
+def _adjoint_solve(m, fo, gbar, sc):
+    """λ = A⁻ᵀ gbar into sc.dx (NaN when A is singular): A the exact Hessian at q_next (slot 0 of sc, loaded by
+    :func:`_load_row`), plus the cap's coupling at the cone's fixed point (then LU; else A is symmetric: Cholesky,
+    LU where it is indefinite)."""
+    Rn, tn, Gn, fn = sc.Rs[0], sc.ts[0], sc.Gs[0], sc.fs[0]
+    neg = sc.gs[1]
+    for k in range(gbar.shape[0]):
+        neg[k] = -gbar[k]
+    # the link terms' pose gradients at q_{k+1}: the exact Hessian's second-order part reads them (the step's
+    # gradient itself is not needed)
+    link_terms(m, fo, Rn, tn, sc.A, sc.bt, sc.Rr, sc.tr, sc.Wd, sc.cPr, sc.car, sc.cnr, sc.canr, Gn, fn, sc.s33,
+               sc.s3)
+    hessian(m, fo, sc.xs[0], sc.qc, sc.qpred, sc.ta, Rn, tn, sc.ws[0], sc.vs[0], Gn, fn, sc.Wd, sc.cPr, sc.car,
+            sc.cnr, sc.canr, sc.K, sc.Z, sc.F, sc.Xk, sc.H, sc.D, sc.s33, sc.s3, sc.s36)
+    if _cone_fixed_point(fo):  # (sc.xv, sc.ev: scratch here, the cotangents' accumulators after)
+        _coupled_transpose(m, fo, Rn, tn, sc.ws[0], sc.vs[0], sc.cPr, sc.car, sc.canr, sc.H, sc.Hd, sc.xv, sc.ev)
+        ok = solve_lu(sc.Hd, sc.D, 0.0, neg, sc.Af, sc.dx, sc.piv)
+    else:
+        ok = solve_damped(sc.H, sc.D, 0.0, neg, sc.Af, sc.dx, sc.piv)
+    if not ok:
+        for k in range(gbar.shape[0]):
+            sc.dx[k] = math.nan
+
+
+@jitable
 def _sphere_centre(m, s, R, t):
-    """(x, y, z) of sphere s's centre at poses (R, t)."""
+    """(x, y, z) [m] of sphere s's centre at link poses R (L, 3, 3), t (L, 3)."""
     l, p0 = m.contact_link[s], m.contact_p0
     return (t[l, 0] + R[l, 0, 0] * p0[s, 0] + R[l, 0, 1] * p0[s, 1] + R[l, 0, 2] * p0[s, 2],
             t[l, 1] + R[l, 1, 0] * p0[s, 0] + R[l, 1, 1] * p0[s, 1] + R[l, 1, 2] * p0[s, 2],
@@ -93,8 +115,9 @@ def _sphere_centre(m, s, R, t):
 
 @jitable
 def _coupled_transpose(m, fo, R, t, w, v, cP, cact, canc, H, At, gvec, dvec):
-    """At = (H + G_N Dn)ᵀ (contact_adjoint.cap_coupling): per touching sphere with positive depth, the rank-one
-    coupling μ·J_xyᵀ x/max(s, ε) ⊗ (−k_eff J_z) at poses (R, t) with motion axes (w, v); gvec, dvec (nv,) scratch."""
+    """At (nv, nv) = (H + G_N Dn)ᵀ (contact_adjoint.cap_coupling), H (nv, nv) the exact Hessian: per sphere
+    touching at q_k with positive depth, the rank-one coupling μ·J_xyᵀ x/max(s, ε) ⊗ (−k_eff J_z) at poses (R, t)
+    with motion axes (w, v) (nv, 3); gvec, dvec (nv,) scratch."""
     nv = H.shape[0]
     for i in range(nv):
         for j in range(nv):
@@ -128,7 +151,8 @@ def _coupled_transpose(m, fo, R, t, w, v, cP, cact, canc, H, At, gvec, dvec):
 
 @jitable
 def _link_velocities(m, w, v, lam, V):
-    """V (L, 6): each link's spatial velocity (ω, v) under the generalised velocity lam (motion axes w, v)."""
+    """V (L, 6): each link's spatial velocity (ω [rad/s], v [m/s] at the world origin, per unit of λ) under the
+    generalised velocity lam (nv,), from the motion axes w, v (nv, 3)."""
     for l in range(m.mass.shape[0]):
         for a in range(6):
             V[l, a] = 0.0
@@ -176,23 +200,28 @@ def _link_moments(m, fo, Rn, tn, Rr, tr, Wd, V, Gp, fp, Gc, fc, s33):
                 fc[i, a] -= (Wd[i, a, 0] * f[0] + Wd[i, a, 1] * f[1] + Wd[i, a, 2] * f[2]) / dt
                 for b in range(3):
                     Gc[i, a, b] -= (Wd[i, a, 0] * G[0, b] + Wd[i, a, 1] * G[1, b] + Wd[i, a, 2] * G[2, b]) / dt
-            _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M)
-            for a in range(3):  # W M, and W Mᵀ below
-                for b in range(3):
-                    WM[a, b] = Wd[i, a, 0] * M[0, b] + Wd[i, a, 1] * M[1, b] + Wd[i, a, 2] * M[2, b]
-            t0 = (WM[1, 2] - WM[2, 1])
-            t1 = (WM[2, 0] - WM[0, 2])
-            t2 = (WM[0, 1] - WM[1, 0])
-            for a in range(3):
-                for b in range(3):
-                    WM[a, b] = Wd[i, a, 0] * M[b, 0] + Wd[i, a, 1] * M[b, 1] + Wd[i, a, 2] * M[b, 2]
-            t0 = (t0 + (WM[1, 2] - WM[2, 1])) / dt
-            t1 = (t1 + (WM[2, 0] - WM[0, 2])) / dt
-            t2 = (t2 + (WM[0, 1] - WM[1, 0])) / dt
-            for b in range(3):  # ½[τ]× R_k
+            t0, t1, t2 = _drag_weight_torque(m, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt)
+            for b in range(3):  # ½[τ]× R_k: the pose gradient whose wrench is the pure torque τ
                 Gc[i, 0, b] += 0.5 * (t1 * Rr[i, 2, b] - t2 * Rr[i, 1, b])
                 Gc[i, 1, b] += 0.5 * (t2 * Rr[i, 0, b] - t0 * Rr[i, 2, b])
                 Gc[i, 2, b] += 0.5 * (t0 * Rr[i, 1, b] - t1 * Rr[i, 0, b])
+
+
+@jitable
+def _drag_weight_torque(m, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt):
+    """The torque (3 floats) [N m per unit λ] on link i of W_k's rotation with q_k in λᵀ g_drag
+    (adjoint._drag_weight_torque): rotating the link by ω changes W_k by [ω]×W − W[ω]×, which turns both factors of
+    ∫ρ uᵀ W r into torques: (axial(W M) + axial(W Mᵀ))/Δt, M = ∫ρ r uᵀ (3, 3 scratch, as WM)."""
+    _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M)
+    for a in range(3):
+        for b in range(3):
+            WM[a, b] = Wd[i, a, 0] * M[0, b] + Wd[i, a, 1] * M[1, b] + Wd[i, a, 2] * M[2, b]
+    t0, t1, t2 = WM[1, 2] - WM[2, 1], WM[2, 0] - WM[0, 2], WM[0, 1] - WM[1, 0]
+    for a in range(3):
+        for b in range(3):
+            WM[a, b] = Wd[i, a, 0] * M[b, 0] + Wd[i, a, 1] * M[b, 1] + Wd[i, a, 2] * M[b, 2]
+    return ((t0 + (WM[1, 2] - WM[2, 1])) / dt, (t1 + (WM[2, 0] - WM[0, 2])) / dt,
+            (t2 + (WM[0, 1] - WM[1, 0])) / dt)
 
 
 @jitable
@@ -214,12 +243,13 @@ def _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M):
 
 @jitable
 def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, anc):
-    """Penalty contact's part (contact_adjoint.contact_point_vjp): its gradient at the centres of q_k added to the
-    pose gradients (Gc, fc) of q_k, and the anchors' cotangent −∂(λᵀ g)/∂anchor into anc (S, 3)."""
+    """Penalty contact's part (contact_adjoint.contact_point_vjp), from the link velocities V (L, 6) under λ at
+    poses (Rn, tn) of q_{k+1}: its gradient at the centres of q_k added to the pose gradients Gc (L, 3, 3), fc (L, 3)
+    of q_k, and the anchors' cotangent −∂(λᵀ g)/∂anchor into anc (S, 3) (every row written)."""
     k, kd = fo.contact_k, fo.contact_dn / fo.dt
     share = kd / (k + kd) if kd > 0 else 0.0
     eps = fo.slip_eps
-    fixed_point = fo.cap_applied != 0 and fo.cone_passes > 0
+    fixed_point = _cone_fixed_point(fo)
     for s in range(m.contact_link.shape[0]):
         anc[s, 0] = anc[s, 1] = anc[s, 2] = 0.0
         if not cact[s]:  # every term below is scaled by [d_k > 0]
@@ -265,8 +295,8 @@ def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, anc):
 
 @jitable
 def _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, s33):
-    """The joint terms' ∇ of λᵀ g added to d_cur, d_prev, d_tau (adjoint._joint_vjp): actuation, damping, armature
-    (linear coordinates), damped limits and quaternion joints."""
+    """The joint terms' ∇ of λᵀ g added to d_cur, d_prev, d_tau (nv,) (adjoint._joint_vjp) at q_{k+1} = qn, q_k = qc
+    (nq,) under ta (nv,): actuation, damping, armature (linear coordinates), damped limits and quaternion joints."""
     for i in range(m.lin_v.shape[0]):
         j = m.lin_v[i]
         d_tau[j] -= lam[j]
@@ -325,11 +355,10 @@ def _quaternion_vjp(a, v0, fo, qn, qc, ta, lam, d_cur, d_tau, s33):
     y0 = T[0, 0] * l0 + T[1, 0] * l1 + T[2, 0] * l2
     y1 = T[0, 1] * l0 + T[1, 1] * l1 + T[2, 1] * l2
     y2 = T[0, 2] * l0 + T[1, 2] * l1 + T[2, 2] * l2
-    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
-    w, x, y, z = rw / n, rx / n, ry / n, rz / n
-    d_cur[v0] -= (1 - 2 * (y * y + z * z)) * y0 + 2 * (x * y - w * z) * y1 + 2 * (x * z + w * y) * y2
-    d_cur[v0 + 1] -= 2 * (x * y + w * z) * y0 + (1 - 2 * (x * x + z * z)) * y1 + 2 * (y * z - w * x) * y2
-    d_cur[v0 + 2] -= 2 * (x * z - w * y) * y0 + 2 * (y * z + w * x) * y1 + (1 - 2 * (x * x + y * y)) * y2
+    quat_to_rot(rw, rx, ry, rz, s33, 3)
+    Rq = s33[3]
+    for x in range(3):
+        d_cur[v0 + x] -= Rq[x, 0] * y0 + Rq[x, 1] * y1 + Rq[x, 2] * y2
 
 
 @jitable

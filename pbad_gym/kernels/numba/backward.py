@@ -34,14 +34,15 @@ def backward_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gin, 
     for s in range(n_s):
         amem[s, 0] = amem[s, 1] = amem[s, 2] = 0.0
     if fo.friction == 1 and n_s > 0:
-        _memory_vjp(m, fo, q_next, cact[r], canc[r], abar, r, sc, gt, amem, anc)
+        _memory_vjp(m, fo, q_next[r], cact[r], canc[r], abar[r], sc, gt, amem, anc)  # (anc: scratch until vjp_row)
     vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gt, r, sc, V, anc)
     for s in range(n_s):
         for a in range(2):
             anc[s, a] += amem[s, a]
             out_anchor[r, s, a] = anc[s, a]
         anc[s, 2] = out_anchor[r, s, 2] = 0.0  # the anchors' height is never read
-    if fresh and n_s > 0:  # the anchors were the centres of q_cur: J_kᵀ ā (poses of q_cur kept by vjp_row)
+    if fresh and n_s > 0:  # the anchors were the centres of q_cur: J_kᵀ ā (q_cur's poses and axes: vjp_row's, in
+        # sc.Rr, sc.tr, sc.ws[1], sc.vs[1], where it wrote them over _memory_vjp's q_next)
         G, f = sc.Gs[1], sc.fs[1]
         _points_to_links(m, anc, G, f)
         wrench_gradient(m, sc.Rr, sc.tr, sc.ws[1], sc.vs[1], G, f, sc.wr, sc.xv)
@@ -57,17 +58,17 @@ def backward_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gin, 
 
 
 @jitable
-def _memory_vjp(m, fo, q_next, cact, canc, abar, r, sc, gt, amem, gP):
-    """contact_adjoint.memory_vjp of row r (cact (S,), canc (S, 3): that row's memory): the anchor cotangent
-    abar[r] of the new memory pulled back through the anchor update, onto q_next (added to gt through the sphere
-    centres' Jacobians) and onto the anchors of q_cur's memory (amem (S, 3)). gP (S, 3): scratch (the gradient on
-    the centres of q_next); poses of q_next go to sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]."""
+def _memory_vjp(m, fo, q_next, cact, canc, abar, sc, gt, amem, gP):
+    """contact_adjoint.memory_vjp of one row (q_next (nq,); its memory's cact (S,), canc (S, 3)): the anchor
+    cotangent abar (S, 3) of the new memory pulled back through the anchor update, onto q_next (added to gt through
+    the sphere centres' Jacobians) and onto the anchors of q_cur's memory (amem (S, 3)). gP (S, 3): scratch (the
+    gradient on the centres of q_next); poses of q_next go to sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]."""
     R, t, w, v = sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]
-    forward_kinematics(m, q_next[r], R, t, w, v, sc.Rj, sc.R2)
+    forward_kinematics(m, q_next, R, t, w, v, sc.Rj, sc.R2)
     eps = fo.slip_eps
     for s in range(m.contact_link.shape[0]):
         P0, P1, P2 = _sphere_centre(m, s, R, t)
-        ab0, ab1 = abar[r, s, 0], abar[r, s, 1]
+        ab0, ab1 = abar[s, 0], abar[s, 1]
         gP[s, 0], gP[s, 1], gP[s, 2] = ab0, ab1, 0.0  # not touching at both q_k and q_next: a' = P
         if m.contact_r[s] - (P2 - fo.height) > 0 and cact[s]:
             x0, x1 = P0 - canc[s, 0], P1 - canc[s, 1]

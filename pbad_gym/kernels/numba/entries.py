@@ -140,9 +140,9 @@ def terms_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt,
                        tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol,
                        mach_eps, mu0)
-    N = q.shape[0]
+    B = q.shape[0]
     for k in prange(nchunks):
-        terms_rows(copy_body(m), copy_constants(fo), act, gear, q, qd, out_terms, k * N // nchunks, (k + 1) * N //
+        terms_rows(copy_body(m), copy_constants(fo), act, gear, q, qd, out_terms, k * B // nchunks, (k + 1) * B //
                    nchunks)
 
 
