@@ -219,17 +219,21 @@ def cost(args, out):
     rows = []
     batches = [b for b in args.batches if not args.quick or b <= 16]
     kernel = numba_available()
+    nan = float("nan")
     for env_id in ("pbad_gym/Swimmer-v1", "pbad_gym/Spider-v3"):
         for B in batches:
-            fwd = {}
-            for backend in ["numpy"] + (["numba"] if kernel else []):
-                sim, state, tau = _cost_case(env_id, B, backend)
-                fwd[backend] = _time(lambda: (sim.restore(state), sim.step(tau)), args.seconds) * 1e3
-            back = _backward_ms(sim, state, tau, args.seconds)
-            roll = _rollout_ms(sim, state, tau, args.seconds) if kernel else (float("nan"),) * 2
-            f_k = fwd.get("numba", float("nan"))
-            rows.append((env_id.split("/")[1], B, fwd["numpy"], f_k, back["numpy"], back.get("numba", float("nan")),
-                         back.get("numba", float("nan")) / f_k, *roll, roll[1] / roll[0]))
+            # the kernel's figures first: NumPy's BLAS threads spin on the other cores for a while after its
+            # solves, which would make the kernel's launch chooser see a busy pool
+            f_k, b_k, roll = nan, nan, (nan, nan)
+            if kernel:
+                sim, state, tau = _cost_case(env_id, B, "numba")
+                f_k = _time(lambda: (sim.restore(state), sim.step(tau)), args.seconds) * 1e3
+                b_k = _backward_ms(sim, state, tau, args.seconds, "numba")
+                roll = _rollout_ms(sim, state, tau, args.seconds)
+            sim, state, tau = _cost_case(env_id, B, "numpy")
+            f_n = _time(lambda: (sim.restore(state), sim.step(tau)), args.seconds) * 1e3
+            b_n = _backward_ms(sim, state, tau, args.seconds, "numpy")
+            rows.append((env_id.split("/")[1], B, f_n, f_k, b_n, b_k, b_k / f_k, *roll, roll[1] / roll[0]))
             print("  " + ", ".join(f"{h} {v:.4g}" if isinstance(v, float) else f"{h} {v}"
                                    for h, v in zip(COST_HEADER, rows[-1])), flush=True)
     write_csv(out / "cost.csv", rows, COST_HEADER)
@@ -254,25 +258,26 @@ def _cost_case(env_id, B, backend):
     return sim, sim.snapshot(), tau
 
 
-def _backward_ms(sim, state, tau, seconds):
-    """{"numpy": ms, "numba": ms} of the step adjoint of one step from ``state`` under ``tau`` (solved here)."""
+def _backward_ms(sim, state, tau, seconds, backend):
+    """ms of the step adjoint (``backend`` "numpy": ``step_vjp``, "numba": ``step_vjp_numba``) of one step from
+    ``state`` under ``tau`` (solved here)."""
     from ..integrators.adjoint import step_vjp
     from ..integrators.pbad import prepare_step, solve_step_in_cone
-    from ..simulator import numba_available
 
     sim.restore(state)
     st = sim.state
     qp, qc = np.asarray(st.q_prev), np.asarray(st.q)
-    data = prepare_step(sim.body, qp, qc, tau, sim.dt, sim.forces, contact=st.contact)
-    q_next, _, data = solve_step_in_cone(sim.body, data, sim.options)
     gbar = np.ones((qc.shape[0], sim.body.nv))
-    out = {"numpy": _time(lambda: step_vjp(sim.body, data, qp, q_next, gbar), seconds) * 1e3}
-    if numba_available():
+    if backend == "numba":  # the step solved by the kernel (no NumPy solve, whose BLAS threads would spin)
         from ..kernels.numba.vjp import step_vjp_numba
 
-        out["numba"] = _time(lambda: step_vjp_numba(sim.body, sim.forces, sim.dt, qp, qc, tau, q_next, gbar,
-                                                    contact=st.contact), seconds) * 1e3
-    return out
+        sim.step(tau)
+        q_next = np.array(sim.state.q)
+        return _time(lambda: step_vjp_numba(sim.body, sim.forces, sim.dt, qp, qc, tau, q_next, gbar,
+                                            contact=st.contact), seconds) * 1e3
+    data = prepare_step(sim.body, qp, qc, tau, sim.dt, sim.forces, contact=st.contact)
+    q_next, _, data = solve_step_in_cone(sim.body, data, sim.options)
+    return _time(lambda: step_vjp(sim.body, data, qp, q_next, gbar), seconds) * 1e3
 
 
 def _rollout_ms(sim, state, tau, seconds, T=10):

@@ -16,7 +16,7 @@ from .chain_rule import wrench_gradient
 from .contact import _normal_depth, applied_normal
 from .forward import forward_kinematics
 from .hessian import hessian
-from .jit import jitable
+from .jit import inlined, jitable
 from .linalg import solve_damped, solve_lu
 from .lm import prepare_row
 from .terms import link_terms
@@ -36,11 +36,11 @@ def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, r, s
     _adjoint_solve(m, fo, gbar, sc)
     lam, d_cur, d_prev, d_tau = sc.dx, sc.xv, sc.ev, sc.zv
     Rn, tn, Gn, fn, Gc, fc = sc.Rs[0], sc.ts[0], sc.Gs[0], sc.fs[0], sc.Gs[1], sc.fs[1]
-    _link_velocities(m, sc.ws[0], sc.vs[0], lam, V)
+    _link_velocities(m.link_dofs, sc.ws[0], sc.vs[0], lam, V)
     for k in range(lam.shape[0]):
         d_cur[k] = d_prev[k] = d_tau[k] = 0.0
     # (Gn, fn) are free once the Hessian is formed: they take the moments at q_{k−1}
-    _link_moments(m, fo, Rn, tn, sc.Rr, sc.tr, sc.Wd, V, Gn, fn, Gc, fc, sc.s33)
+    _link_moments(m.mass, m.c, m.S, fo.dt, fo.has_drag, Rn, tn, sc.Rr, sc.tr, sc.Wd, V, Gn, fn, Gc, fc, sc.s33)
     if fo.has_contact:
         _contact_vjp(m, fo, Rn, tn, V, sc.cPr, sc.car, sc.cnr, sc.canr, Gc, fc, anc)
     wrench_gradient(m, sc.Rr, sc.tr, sc.ws[1], sc.vs[1], Gc, fc, sc.wr, d_cur)
@@ -50,13 +50,13 @@ def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, r, s
         d_prev[k], d_cur[k], d_tau[k] = -d_prev[k], -d_cur[k], -d_tau[k]
 
 
-@jitable
+@inlined
 def _cone_fixed_point(fo):
     """True when Coulomb friction is capped at the step's own fixed point (the applied normal force, re-solved)."""
     return fo.friction == 1 and fo.cap_applied != 0 and fo.cone_passes > 0
 
 
-@jitable
+@inlined
 def _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
     """Row r's inputs into the scratch (sc.qp, sc.qc, sc.xs[0] = q_next, sc.ta, the memory's row copies), the poses
     of q_prev (sc.Rp, sc.tp, axes sc.wtmp, sc.vtmp), q_cur (sc.Rr, sc.tr, sc.ws[1], sc.vs[1]) and q_next (slot 0),
@@ -79,7 +79,7 @@ def _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
             sc.cnr[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, sc.Rs[0], sc.ts[0], cPr)
 
 
-@jitable
+@inlined
 def _adjoint_solve(m, fo, gbar, sc):
     """λ = A⁻ᵀ gbar into sc.dx (NaN when A is singular): A the exact Hessian at q_next (slot 0 of sc, loaded by
     :func:`_load_row`), plus the cap's coupling at the cone's fixed point (then LU; else A is symmetric: Cholesky,
@@ -105,9 +105,9 @@ def _adjoint_solve(m, fo, gbar, sc):
 
 
 @jitable
-def _sphere_centre(m, s, R, t):
+def _sphere_centre(sph_link, p0, s, R, t):
     """(x, y, z) [m] of sphere s's centre at link poses R (L, 3, 3), t (L, 3)."""
-    l, p0 = m.contact_link[s], m.contact_p0
+    l = sph_link[s]
     return (t[l, 0] + R[l, 0, 0] * p0[s, 0] + R[l, 0, 1] * p0[s, 1] + R[l, 0, 2] * p0[s, 2],
             t[l, 1] + R[l, 1, 0] * p0[s, 0] + R[l, 1, 1] * p0[s, 1] + R[l, 1, 2] * p0[s, 2],
             t[l, 2] + R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
@@ -126,7 +126,7 @@ def _coupled_transpose(m, fo, R, t, w, v, cP, cact, canc, H, At, gvec, dvec):
     for s in range(m.contact_link.shape[0]):
         if not cact[s]:
             continue
-        P0, P1, P2 = _sphere_centre(m, s, R, t)
+        P0, P1, P2 = _sphere_centre(m.contact_link, m.contact_p0, s, R, t)
         d_eff, k_eff = _normal_depth(m.contact_r, fo, s, P2, cP)
         if not d_eff > 0:
             continue
@@ -150,29 +150,27 @@ def _coupled_transpose(m, fo, R, t, w, v, cP, cact, canc, H, At, gvec, dvec):
 
 
 @jitable
-def _link_velocities(m, w, v, lam, V):
+def _link_velocities(link_dofs, w, v, lam, V):
     """V (L, 6): each link's spatial velocity (ω [rad/s], v [m/s] at the world origin, per unit of λ) under the
     generalised velocity lam (nv,), from the motion axes w, v (nv, 3)."""
-    for l in range(m.mass.shape[0]):
+    for l in range(link_dofs.shape[0]):
         for a in range(6):
             V[l, a] = 0.0
         for j in range(lam.shape[0]):
-            if m.link_dofs[l, j] != 0:
+            if link_dofs[l, j] != 0:
                 for a in range(3):
                     V[l, a] += lam[j] * w[j, a]
                     V[l, 3 + a] += lam[j] * v[j, a]
 
 
 @jitable
-def _link_moments(m, fo, Rn, tn, Rr, tr, Wd, V, Gp, fp, Gc, fc, s33):
+def _link_moments(mass, c, S, dt, has_drag, Rn, tn, Rr, tr, Wd, V, Gp, fp, Gc, fc, s33):
     """The link terms' pose gradients of λᵀ g: at q_{k−1} into (Gp, fp) = (∫ρ u pᵀ, ∫ρ u)/Δt², at q_k into
     (Gc, fc) = −2/Δt² of those, minus W_k's /Δt with drag, whose rotation with q_k adds a torque τ, carried as
     ½[τ]× R_k in Gc (its wrench is then τ); u(p) = Au p + bu, Au = [ω]× R, bu = ω × t + v at q_{k+1} (Rn, tn)."""
-    dt = fo.dt
     Au, G, M, WM = s33[0], s33[1], s33[2], s33[3]
-    c, S = m.c, m.S
-    for i in range(m.mass.shape[0]):
-        mi = m.mass[i]
+    for i in range(mass.shape[0]):
+        mi = mass[i]
         w0, w1, w2 = V[i, 0], V[i, 1], V[i, 2]
         for b in range(3):  # [ω]× R[:, b]
             Au[0, b] = w1 * Rn[i, 2, b] - w2 * Rn[i, 1, b]
@@ -195,12 +193,12 @@ def _link_moments(m, fo, Rn, tn, Rr, tr, Wd, V, Gp, fp, Gc, fc, s33):
             for b in range(3):
                 Gp[i, a, b] = G[a, b] / (dt * dt)
                 Gc[i, a, b] = -2.0 / (dt * dt) * G[a, b]
-        if fo.has_drag:
+        if has_drag:
             for a in range(3):
                 fc[i, a] -= (Wd[i, a, 0] * f[0] + Wd[i, a, 1] * f[1] + Wd[i, a, 2] * f[2]) / dt
                 for b in range(3):
                     Gc[i, a, b] -= (Wd[i, a, 0] * G[0, b] + Wd[i, a, 1] * G[1, b] + Wd[i, a, 2] * G[2, b]) / dt
-            t0, t1, t2 = _drag_weight_torque(m, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt)
+            t0, t1, t2 = _drag_weight_torque(c, S, mi, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt)
             for b in range(3):  # ½[τ]× R_k: the pose gradient whose wrench is the pure torque τ
                 Gc[i, 0, b] += 0.5 * (t1 * Rr[i, 2, b] - t2 * Rr[i, 1, b])
                 Gc[i, 1, b] += 0.5 * (t2 * Rr[i, 0, b] - t0 * Rr[i, 2, b])
@@ -208,11 +206,11 @@ def _link_moments(m, fo, Rn, tn, Rr, tr, Wd, V, Gp, fp, Gc, fc, s33):
 
 
 @jitable
-def _drag_weight_torque(m, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt):
+def _drag_weight_torque(c, S, mi, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt):
     """The torque (3 floats) [N m per unit λ] on link i of W_k's rotation with q_k in λᵀ g_drag
     (adjoint._drag_weight_torque): rotating the link by ω changes W_k by [ω]×W − W[ω]×, which turns both factors of
     ∫ρ uᵀ W r into torques: (axial(W M) + axial(W Mᵀ))/Δt, M = ∫ρ r uᵀ (3, 3 scratch, as WM)."""
-    _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M)
+    _drag_torque_moments(c, S, mi, i, Rn, tn, Rr, tr, Au, bu, auc, M)
     for a in range(3):
         for b in range(3):
             WM[a, b] = Wd[i, a, 0] * M[0, b] + Wd[i, a, 1] * M[1, b] + Wd[i, a, 2] * M[2, b]
@@ -225,10 +223,9 @@ def _drag_weight_torque(m, i, Rn, tn, Rr, tr, Wd, Au, bu, auc, M, WM, dt):
 
 
 @jitable
-def _drag_torque_moments(m, i, Rn, tn, Rr, tr, Au, bu, auc, M):
+def _drag_torque_moments(c, S, mi, i, Rn, tn, Rr, tr, Au, bu, auc, M):
     """M (3, 3) = ∫ρ r uᵀ over link i, r(p) = D p + e with D = R_{k+1} − R_k, e = t_{k+1} − t_k
     (adjoint._drag_weight_torque): D S Auᵀ + (D c) buᵀ + e (Au c)ᵀ + m e buᵀ."""
-    c, S, mi = m.c, m.S, m.mass[i]
     for a in range(3):
         d0, d1, d2 = Rn[i, a, 0] - Rr[i, a, 0], Rn[i, a, 1] - Rr[i, a, 1], Rn[i, a, 2] - Rr[i, a, 2]
         e = tn[i, a] - tr[i, a]
@@ -255,7 +252,7 @@ def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, anc):
         if not cact[s]:  # every term below is scaled by [d_k > 0]
             continue
         l = m.contact_link[s]
-        P0, P1, P2 = _sphere_centre(m, s, Rn, tn)
+        P0, P1, P2 = _sphere_centre(m.contact_link, m.contact_p0, s, Rn, tn)
         u0 = V[l, 1] * P2 - V[l, 2] * P1 + V[l, 3]
         u1 = V[l, 2] * P0 - V[l, 0] * P2 + V[l, 4]
         u2 = V[l, 0] * P1 - V[l, 1] * P0 + V[l, 5]
@@ -293,7 +290,7 @@ def _contact_vjp(m, fo, Rn, tn, V, cP, cact, cnorm, canc, Gc, fc, anc):
             Gc[l, 2, b] += g2 * p0[s, b]
 
 
-@jitable
+@inlined
 def _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, s33):
     """The joint terms' ∇ of λᵀ g added to d_cur, d_prev, d_tau (nv,) (adjoint._joint_vjp) at q_{k+1} = qn, q_k = qc
     (nq,) under ta (nv,): actuation, damping, armature (linear coordinates), damped limits and quaternion joints."""
@@ -320,11 +317,11 @@ def _joint_vjp(m, fo, qn, qc, ta, lam, d_cur, d_prev, d_tau, s33):
             elif -over - shift > 0:
                 d_cur[j] += (k + c) * lam[j] * dshift
     for i in range(m.quat_q.shape[0]):
-        _quaternion_vjp(m.quat_q[i], m.quat_v[i], fo, qn, qc, ta, lam, d_cur, d_tau, s33)
+        _quaternion_vjp(m.quat_q[i], m.quat_v[i], fo.has_damping, fo.chart, qn, qc, ta, lam, d_cur, d_tau, s33)
 
 
 @jitable
-def _quaternion_vjp(a, v0, fo, qn, qc, ta, lam, d_cur, d_tau, s33):
+def _quaternion_vjp(a, v0, has_damping, chart, qn, qc, ta, lam, d_cur, d_tau, s33):
     """One quaternion joint (coordinates a … a+3, DOFs v0 … v0+2) of :func:`_joint_vjp` (adjoint._quaternion_vjp):
     with r = q_k⁻¹ q and Jc = w_r 1 + [vec r]×, ∇_τ = −Jc λ and ∇_{q_k} = −R(r) Tᵀ λ, T the trivialised
     Jacobian of the actuation (and damping) gradient."""
@@ -343,8 +340,8 @@ def _quaternion_vjp(a, v0, fo, qn, qc, ta, lam, d_cur, d_tau, s33):
     for x in range(3):
         for y in range(3):
             T[x, y] = 0.5 * tq[x] * vr[y] - 0.5 * (X[x, 0] * Jc[0, y] + X[x, 1] * Jc[1, y] + X[x, 2] * Jc[2, y])
-    if fo.has_damping:
-        b = (fo.chart[0, v0], fo.chart[0, v0 + 1], fo.chart[0, v0 + 2])
+    if has_damping:
+        b = (chart[0, v0], chart[0, v0 + 1], chart[0, v0 + 2])
         bd = (b[0] * 2 * rx, b[1] * 2 * ry, b[2] * 2 * rz)
         _skew_into(bd[0], bd[1], bd[2], X)
         for x in range(3):

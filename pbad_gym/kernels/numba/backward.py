@@ -67,7 +67,7 @@ def _memory_vjp(m, fo, q_next, cact, canc, abar, sc, gt, amem, gP):
     forward_kinematics(m, q_next, R, t, w, v, sc.Rj, sc.R2)
     eps = fo.slip_eps
     for s in range(m.contact_link.shape[0]):
-        P0, P1, P2 = _sphere_centre(m, s, R, t)
+        P0, P1, P2 = _sphere_centre(m.contact_link, m.contact_p0, s, R, t)
         ab0, ab1 = abar[s, 0], abar[s, 1]
         gP[s, 0], gP[s, 1], gP[s, 2] = ab0, ab1, 0.0  # not touching at both q_k and q_next: a' = P
         if m.contact_r[s] - (P2 - fo.height) > 0 and cact[s]:
