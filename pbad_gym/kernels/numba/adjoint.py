@@ -23,16 +23,12 @@ from .terms import link_terms
 
 
 @jitable
-def vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gbar, r, sc, V, anc):
-    """Row r of the step's vector-Jacobian product: the step from (q_prev, q_cur) (B, nq) under tau (B, nv) with
-    the contact memory of q_cur (cP (B, S, 3) [m], cact (B, S), cnorm (B, S) [N], canc (B, S, 3) [m]) solved to
-    q_next (B, nq); gbar (nv,): this row's cotangent on q_next in its tangent frame (per rad or m). Leaves λ in
-    sc.dx and the cotangents of q_cur, q_prev (tangent frames) and tau in sc.xv, sc.ev, sc.zv (nv,), and the
-    anchors' in anc (S, 3). fo must hold the exact Hessian's switch (exact = 1) whatever the forward used; with the
-    cone's fixed point the cap is the normal force q_next applies. sc: a scratch.StepScratch (it keeps the poses
-    and motion axes of q_cur in sc.Rr, sc.tr, sc.ws[1], sc.vs[1] for the caller), V (L, 6): the links'
-    velocities under λ. A singular system gives NaN."""
-    _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc)
+def vjp_row(m, fo, gbar, sc, V, anc):
+    """The step's vector-Jacobian product for the row :func:`load_row` put in the scratch ``sc`` (a
+    scratch.StepScratch); gbar (nv,): the row's cotangent on q_next in its tangent frame (per rad or m). Leaves λ in
+    sc.dx, the cotangents of q_cur, q_prev (tangent frames) and tau in sc.xv, sc.ev, sc.zv (nv,) and the anchors'
+    in anc (S, 3); V (L, 6): the links' velocities under λ. fo must hold the exact Hessian's switch (exact = 1)
+    whatever the forward used. A singular system gives NaN."""
     _adjoint_solve(m, fo, gbar, sc)
     lam, d_cur, d_prev, d_tau = sc.dx, sc.xv, sc.ev, sc.zv
     Rn, tn, Gn, fn, Gc, fc = sc.Rs[0], sc.ts[0], sc.Gs[0], sc.fs[0], sc.Gs[1], sc.fs[1]
@@ -57,10 +53,13 @@ def _cone_fixed_point(fo):
 
 
 @inlined
-def _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
-    """Row r's inputs into the scratch (sc.qp, sc.qc, sc.xs[0] = q_next, sc.ta, the memory's row copies), the poses
-    of q_prev (sc.Rp, sc.tp, axes sc.wtmp, sc.vtmp), q_cur (sc.Rr, sc.tr, sc.ws[1], sc.vs[1]) and q_next (slot 0),
-    the step data (lm.prepare_row) and, at the cone's fixed point, the cap q_next applies."""
+def load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
+    """Row r of a step from (q_prev, q_cur) (B, nq) under tau (B, nv), with the contact memory of q_cur (cP (B, S, 3)
+    [m], cact (B, S), cnorm (B, S) [N], canc (B, S, 3) [m]), solved to q_next (B, nq), into the scratch: the inputs
+    (sc.qp, sc.qc, sc.xs[0] = q_next, sc.ta, the memory's row copies), the poses of q_prev (sc.Rp, sc.tp, axes
+    sc.wtmp, sc.vtmp), q_cur (sc.Rr, sc.tr, sc.ws[1], sc.vs[1]) and q_next (slot 0 of sc.Rs, sc.ts, sc.ws, sc.vs),
+    the step data (lm.prepare_row) and, at the cone's fixed point, the cap q_next applies (the normal force it
+    applies)."""
     qp, qc, qn, cPr, canr = sc.qp, sc.qc, sc.xs[0], sc.cPr, sc.canr
     for k in range(q_cur.shape[1]):
         qp[k], qc[k], qn[k] = q_prev[r, k], q_cur[r, k], q_next[r, k]
@@ -82,7 +81,7 @@ def _load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
 @inlined
 def _adjoint_solve(m, fo, gbar, sc):
     """λ = A⁻ᵀ gbar into sc.dx (NaN when A is singular): A the exact Hessian at q_next (slot 0 of sc, loaded by
-    :func:`_load_row`), plus the cap's coupling at the cone's fixed point (then LU; else A is symmetric: Cholesky,
+    :func:`load_row`), plus the cap's coupling at the cone's fixed point (then LU; else A is symmetric: Cholesky,
     LU where it is indefinite)."""
     Rn, tn, Gn, fn = sc.Rs[0], sc.ts[0], sc.Gs[0], sc.fs[0]
     neg = sc.gs[1]

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import math
 
-from .adjoint import _sphere_centre, vjp_row
+from .adjoint import _sphere_centre, load_row, vjp_row
 from .algebra import quat_mul
 from .chain_rule import wrench_gradient
-from .forward import forward_kinematics
 from .jit import jitable
 
 
@@ -33,16 +32,16 @@ def backward_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gin, 
     n_s = cP.shape[1]
     for s in range(n_s):
         amem[s, 0] = amem[s, 1] = amem[s, 2] = 0.0
+    load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc)
     if fo.friction == 1 and n_s > 0:
-        _memory_vjp(m, fo, q_next[r], cact[r], canc[r], abar[r], sc, gt, amem, anc)  # (anc: scratch until vjp_row)
-    vjp_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gt, r, sc, V, anc)
+        _memory_vjp(m, fo, sc.car, sc.canr, abar[r], sc, gt, amem, anc)  # (anc: scratch until vjp_row)
+    vjp_row(m, fo, gt, sc, V, anc)
     for s in range(n_s):
         for a in range(2):
             anc[s, a] += amem[s, a]
             out_anchor[r, s, a] = anc[s, a]
         anc[s, 2] = out_anchor[r, s, 2] = 0.0  # the anchors' height is never read
-    if fresh and n_s > 0:  # the anchors were the centres of q_cur: J_kᵀ ā (q_cur's poses and axes: vjp_row's, in
-        # sc.Rr, sc.tr, sc.ws[1], sc.vs[1], where it wrote them over _memory_vjp's q_next)
+    if fresh and n_s > 0:  # the anchors were the centres of q_cur: J_kᵀ ā (q_cur's poses and axes from load_row)
         G, f = sc.Gs[1], sc.fs[1]
         _points_to_links(m, anc, G, f)
         wrench_gradient(m, sc.Rr, sc.tr, sc.ws[1], sc.vs[1], G, f, sc.wr, sc.xv)
@@ -58,13 +57,12 @@ def backward_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, gin, 
 
 
 @jitable
-def _memory_vjp(m, fo, q_next, cact, canc, abar, sc, gt, amem, gP):
-    """contact_adjoint.memory_vjp of one row (q_next (nq,); its memory's cact (S,), canc (S, 3)): the anchor
-    cotangent abar (S, 3) of the new memory pulled back through the anchor update, onto q_next (added to gt through
-    the sphere centres' Jacobians) and onto the anchors of q_cur's memory (amem (S, 3)). gP (S, 3): scratch (the
-    gradient on the centres of q_next); poses of q_next go to sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]."""
-    R, t, w, v = sc.Rs[1], sc.ts[1], sc.ws[1], sc.vs[1]
-    forward_kinematics(m, q_next, R, t, w, v, sc.Rj, sc.R2)
+def _memory_vjp(m, fo, cact, canc, abar, sc, gt, amem, gP):
+    """contact_adjoint.memory_vjp of the row :func:`.adjoint.load_row` put in ``sc`` (its memory's cact (S,), canc
+    (S, 3); q_next's poses and axes in slot 0): the anchor cotangent abar (S, 3) of the new memory pulled back
+    through the anchor update, onto q_next (added to gt through the sphere centres' Jacobians) and onto the anchors
+    of q_cur's memory (amem (S, 3)). gP (S, 3): scratch (the gradient on the centres of q_next)."""
+    R, t, w, v = sc.Rs[0], sc.ts[0], sc.ws[0], sc.vs[0]
     eps = fo.slip_eps
     for s in range(m.contact_link.shape[0]):
         P0, P1, P2 = _sphere_centre(m.contact_link, m.contact_p0, s, R, t)
