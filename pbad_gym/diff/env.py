@@ -116,6 +116,7 @@ class DiffVecEnv:
         q, q_prev = self._reset_rows(np.ones(self.num_envs, dtype=bool), seed)
         self.q, self.q_prev = torch.as_tensor(q, dtype=self.dtype), torch.as_tensor(q_prev, dtype=self.dtype)
         self.anchor = None  # a fresh contact memory: every anchor at its sphere's centre
+        self.spec.newton = None  # (as the native env's reset state)
         self.elapsed = np.zeros(self.num_envs, dtype=int)
         obs, _, _, x = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action(),
                                   (self.q, None), self.spec)
@@ -175,6 +176,8 @@ class DiffVecEnv:
                 self._fresh_memory(done, qr)
                 self.anchor = self.anchor.index_copy(0, rows, torch.as_tensor(self.spec.memory.anchor[done],
                                                                               dtype=self.dtype))
+            if self.spec.newton is not None:
+                self.spec.newton = self.spec.newton.forget(done)
             self.elapsed[done] = 0
             fresh = self.terms(self.env, self._fns, self.q_prev, self.q_prev, self.q, self._zero_action(),
                                (self.q, None), self.spec)[0]

@@ -19,7 +19,7 @@ from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
 from ..energies.contact import ContactMemory, contact_state, sphere_forces
 from ..integrators.adjoint import step_vjp
 from ..integrators.contact_adjoint import memory_of, memory_vjp, points_to_tangent, sphere_force_vjp
-from ..integrators.pbad import prepare_step, solve_step_in_cone
+from ..integrators.pbad import prepare_step, solve_remembering
 from ..kinematics import coordinate_cotangent, difference, difference_vjp, forward_kinematics, tangent_cotangent
 
 NONCONVERGED = ("raise", "mask")
@@ -37,7 +37,8 @@ def torch_module():
 @dataclasses.dataclass
 class StepSpec:
     """What a differentiable step needs of its Simulator, and what it carries between steps: the contact memory
-    of the next q_k (NumPy) and the count of rows whose gradient was masked."""
+    of the next q_k (NumPy), the Newton memory (integrators/newton.py: how the solver starts, not what it
+    solves, so the gradients do not depend on it) and the count of rows whose gradient was masked."""
 
     body: object
     forces: object
@@ -48,6 +49,7 @@ class StepSpec:
     memory: object = None
     kernel: bool = False  # forward and the step's backward on the numba kernel (the Simulator's backend)
     failed: object = None  # (B,) bool: rows whose step failed (unconverged or non-finite) since the caller reset it
+    newton: object = None
 
     @classmethod
     def of(cls, sim, nonconverged="raise", info=None):
@@ -68,12 +70,13 @@ def forward_step(spec, qp, qc, ta, memory):
 
         o = spec.options
         r = kernel_step(body, qp, qc, ta, spec.dt, spec.forces, max_iter=o.max_iter, tol=o.tol, hessian=o.hessian,
-                        contact=memory, finish=params is not None)
+                        contact=memory, finish=params is not None, newton=spec.newton)
+        spec.newton = r.newton
         # r.contact: the fields (P, active, normal, anchor)
         nxt = None if params is None else ContactMemory(*(np.array(a) for a in r.contact))
         return r.q, np.asarray(r.converged), np.asarray(r.grad_norm), None, nxt
     data = prepare_step(body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
-    qn, res, data = solve_step_in_cone(body, data, spec.options)
+    qn, res, data, spec.newton = solve_remembering(body, data, spec.options, qp, spec.newton)
     nxt = None if params is None else contact_state(body, forward_kinematics(body, qn), params, spec.dt,
                                                     prev=data.contact)
     return qn, np.asarray(res.converged), np.asarray(res.grad_norm), data, nxt

@@ -18,6 +18,10 @@ from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, 
                         inertia_targets, inertia_terms, limit_terms, sphere_centres, spring_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
+from ..optim import LMResult
+from ..optim import lm as _lm
+from ..optim.lm import SolvedSystem, _acceptable
+from .newton import CHORD_RATE, CHORD_STEPS, NewtonMemory, cholesky_rows, chord_solve, warm_start
 from .options import SolverOptions
 from .solve import minimize
 from .state import StepInfo, advance, contract_step, order2_state_velocity, with_kinematics
@@ -181,26 +185,113 @@ def pbad_step(body, q_prev, q_cur, tau, dt, forces, *, optimizer="lm", max_iter=
     return q_next, res
 
 
-def solve_step(body, data, options, record_history=False, x0=None):
+def _merge_system(system, sub, rows, B):
+    """The full-batch SolvedSystem ``system`` (None: none yet) with the solves of ``sub`` (of rows ``rows``)."""
+    if sub is None:
+        return system
+    if system is None:
+        system = SolvedSystem.empty(B, sub.D.shape[-1], sub.D)
+    s = rows[sub.solved]
+    system.record(s, sub.H[sub.solved], sub.D[sub.solved], sub.mu[sub.solved], sub.finite[sub.solved])
+    return system
+
+
+def next_memory(body, q_prev, newton, system):
+    """The NewtonMemory a step leaves (integrators/newton.py): q_back = its q_{k−1} ``q_prev`` (B, nq), and per
+    row the Cholesky factor of the last damped system it solved (``system``, a SolvedSystem; None: no solve) where
+    that solve was finite and the system positive definite, else invalid; rows that solved nothing keep the
+    memory ``newton`` had (None: invalid)."""
+    xp = xp_of(q_prev)
+    B = q_prev.shape[0]
+    if system is None:
+        system = SolvedSystem.empty(B, body.nv, q_prev)
+    eye = xp.eye(system.H.shape[-1], dtype=system.H.dtype)
+    L, spd = cholesky_rows(system.H + (system.mu[:, None] * system.D)[..., None] * eye)
+    valid = system.finite & spd
+    if newton is not None:
+        keep = ~system.solved
+        L = xp.where(keep[:, None, None], newton.factor, L)
+        D = xp.where(keep[:, None], newton.D, system.D)
+        mu = xp.where(keep, newton.mu, system.mu)
+        valid = xp.where(keep, newton.valid, valid)
+    else:
+        D, mu = system.D, system.mu
+        valid = valid & system.solved
+    return NewtonMemory(q_prev, xp.ones(B, dtype=bool), L, D, mu, valid)
+
+
+def solve_step(body, data, options, record_history=False, x0=None, max_iter=None, track_system=False):
     """Minimise the order-2 step energy of ``data`` (StepData) from ``x0`` (B, nq) (None: its warm start q_pred):
-    (q_next, LMResult)."""
+    (q_next, LMResult). max_iter: None takes ``options``'; track_system: LM reports its last damped systems."""
     def initial_inverse(ctx, matrix):
         H, D = step_hessian(body, ctx._replace(hessian="gauss_newton"))  # SPD
         return D, (xp_of(H).linalg.inv(H) if matrix else None)
 
+    extra = {"track_system": True, "max_iter": max_iter} if track_system else {"max_iter": max_iter}
     res = minimize(lambda x, idx: step_energy_grad(body, x, data.take(idx), options.hessian),
                    lambda x, idx, dx: integrate(body, x, dx), data.q_pred if x0 is None else x0, options,
                    hessian=lambda ctx: step_hessian(body, ctx), initial_inverse=initial_inverse,
-                   record_history=record_history)
+                   record_history=record_history, **extra)
     return res.x, res
 
 
-def solve_step_in_cone(body, data, options):
-    """:func:`solve_step`, then while some row's Coulomb friction was capped by a normal force that differs from
-    the one the step applied (energies.cone_mismatch), those rows re-solve from their solution with the applied
-    normal force as the cap, at most ``cone_passes`` times (a lagged fixed point; docs/physics.md §2.3).
-    Returns (q_next, LMResult with iterations summed over the passes, data with each row's final cap)."""
-    q, res = solve_step(body, data, options)
+def solve_with_memory(body, data, options, x0, newton):
+    """:func:`solve_step` from ``x0`` (B, nq) with a Newton memory (integrators/newton.py; its ``valid`` rows
+    take chord steps first, as kernels/numba/lm.py step_row): (q_next, LMResult with ``system``)."""
+    xp = xp_of(x0)
+    B, tol, eps = x0.shape[0], options.tol, xp.finfo(x0.dtype).eps
+    x = x0.copy()
+    its = xp.zeros(B, dtype=xp.int64)
+    gnorm, energy = xp.full(B, xp.inf, dtype=x.dtype), xp.zeros(B, dtype=x.dtype)
+    done = xp.zeros(B, dtype=bool)
+    C = xp.nonzero(newton.valid)[0]
+    if C.size:
+        E, g, _ = step_energy_grad(body, x[C], data.take(C), options.hessian)
+        gnorm[C], energy[C] = xp.max(xp.abs(g) / newton.D[C], axis=-1), E
+        done[C[gnorm[C] < tol]] = True
+        keep = gnorm[C] >= tol
+        T, g = C[keep], g[keep]
+        while T.size and its[T[0]] < min(CHORD_STEPS, options.max_iter):  # (the rows here share their count)
+            DT = newton.D[T]
+            dx = chord_solve(newton.factor[T], g)
+            ok = xp.all(xp.isfinite(dx), -1)
+            length2 = xp.sum(DT * dx * dx, -1)
+            pred = 0.5 * (newton.mu[T] * length2 - xp.sum(g * dx, -1))
+            x_try = integrate(body, x[T], xp.where(ok[:, None], dx, 0.0))
+            E_try, g_try, _ = step_energy_grad(body, x_try, data.take(T), options.hessian)
+            accept = ok & _acceptable(energy[T], E_try, pred, eps)
+            its[T] += 1
+            A, last = T[accept], gnorm[T[accept]]
+            x[A], energy[A] = x_try[accept], E_try[accept]
+            gnorm[A] = xp.max(xp.abs(g_try[accept]) / DT[accept], axis=-1)
+            done[A[gnorm[A] < tol]] = True
+            more = (gnorm[A] >= tol) & (gnorm[A] <= CHORD_RATE * last)
+            T, g = A[more], g_try[accept][more]
+    system = None
+    for n in range(int(its.max()) + 1 if B else 0):  # the rest by LM from where they stand (chord steps count)
+        rows = xp.nonzero(~done & (its == n))[0]
+        if rows.size == 0:
+            continue
+        x_r, res_r = solve_step(body, data.take(rows), options, x0=x[rows], max_iter=options.max_iter - n,
+                                track_system=True)
+        x[rows] = x_r
+        its[rows] += res_r.iterations
+        gnorm[rows], energy[rows] = res_r.grad_norm, res_r.energy
+        system = _merge_system(system, res_r.system, rows, B)
+    return x, LMResult(x, its, gnorm, gnorm < tol, energy, system=system)
+
+
+def solve_step_in_cone(body, data, options, x0=None, newton=None, track_system=False):
+    """:func:`solve_step` from ``x0`` (None: q_pred) — with a Newton memory ``newton``, :func:`solve_with_memory`
+    — then while some row's Coulomb friction was capped by a normal force that differs from the one the step
+    applied (energies.cone_mismatch), those rows re-solve from their solution with the applied normal force as
+    the cap, at most ``cone_passes`` times (a lagged fixed point; docs/physics.md §2.3). Returns (q_next,
+    LMResult with iterations summed over the passes and, with ``track_system``, ``system``: each row's last damped
+    system over the passes, data with each row's final cap)."""
+    if newton is not None:
+        q, res = solve_with_memory(body, data, options, data.q_pred if x0 is None else x0, newton)
+    else:
+        q, res = solve_step(body, data, options, x0=x0, track_system=track_system)
     params = data.forces.contact
     if params is None or not params.resolves_cone:
         return q, res, data
@@ -214,7 +305,7 @@ def solve_step_in_cone(body, data, options):
         capped = data.contact.normal.copy()
         capped[rows] = normal[rows]
         data = data._replace(contact=data.contact._replace(normal=capped))
-        q_r, res_r = solve_step(body, data.take(rows), options, x0=q[rows])
+        q_r, res_r = solve_step(body, data.take(rows), options, x0=q[rows], track_system=track_system)
         q = q.copy()
         q[rows] = q_r
         res = _merge_rows(res, rows, res_r)
@@ -227,7 +318,14 @@ def _merge_rows(res, rows, sub):
     its, gn, conv, e = res.iterations.copy(), res.grad_norm.copy(), res.converged.copy(), res.energy.copy()
     its[rows] = its[rows] + sub.iterations
     gn[rows], conv[rows], e[rows] = sub.grad_norm, sub.converged, sub.energy
-    return dataclasses.replace(res, x=None, iterations=its, grad_norm=gn, converged=conv, energy=e)
+    system = _merge_system(res.system, sub.system, rows, its.shape[0])
+    return dataclasses.replace(res, x=None, iterations=its, grad_norm=gn, converged=conv, energy=e, system=system)
+
+
+def memory_enabled(xp, options):
+    """Whether the step keeps and uses a Newton memory (integrators/newton.py): with LM compacted (NumPy). The
+    masked LM of device arrays runs without (its chord stage would need host decisions)."""
+    return options.optimizer == "lm" and _lm._compacts(xp)
 
 
 @contract_step(order2_state_velocity)
@@ -237,7 +335,22 @@ def step(model, state, tau, options):
     body = model.body
     kin_prev = forward_kinematics(body, state.q_prev) if state.kin_prev is None else state.kin_prev
     data = prepare_step(body, state.q_prev, state.q, tau, model.dt, model.forces, kin_prev, state.kin, state.contact)
-    q_next, res, data = solve_step_in_cone(body, data, options)
+    q_next, res, data, memory = solve_remembering(body, data, options, state.q_prev, state.newton)
     # the force the step applied is that of its final cap: the memory it was solved with goes to advance
     stepped = state._replace(contact=data.contact)
-    return advance(model, stepped, state.q, q_next), StepInfo(res.iterations, res.grad_norm, res.converged)
+    return (advance(model, stepped, state.q, q_next, newton=memory),
+            StepInfo(res.iterations, res.grad_norm, res.converged))
+
+
+def solve_remembering(body, data, options, q_prev, newton):
+    """:func:`solve_step_in_cone` of ``data`` (the step from q_prev (B, nq) to data.q_ref) with the Newton memory
+    ``newton`` (None: none yet) where :func:`memory_enabled`: (q_next, LMResult, data, the NewtonMemory the step
+    leaves, None where the memory is not enabled)."""
+    if not memory_enabled(xp_of(q_prev), options):
+        return (*solve_step_in_cone(body, data, options), None)
+    x0 = None
+    if newton is not None:
+        x0, smooth = warm_start(body, newton.q_back, q_prev, data.q_ref, data.q_pred, newton.history)
+        newton = newton._replace(valid=newton.valid & smooth)
+    q_next, res, data = solve_step_in_cone(body, data, options, x0, newton, track_system=True)
+    return q_next, res, data, next_memory(body, q_prev, newton, res.system)

@@ -40,7 +40,9 @@ class State(NamedTuple):
     impulse model's ImpulseState or None. force (B, S, 3) [N]: the ground force of the last step or None.
     fresh (B,) bool: reset since the last step. kin, kin_prev: kinematics of q and q_prev (caches, None until
     needed). time [s]. velocity (B, nv): order 2's (q ⊖ q_prev)/Δt, a cache of the new state that a compiled step
-    fills in the same call (None until needed; every step that changes q drops it).
+    fills in the same call (None until needed; every step that changes q drops it). newton: the order-2 LM's
+    NewtonMemory (integrators/newton.py: q_{k−1} of the last step and its last Newton factor, which make the next
+    step's solve cheaper) or None; a reset row holds none.
     """
 
     q: object
@@ -55,6 +57,7 @@ class State(NamedTuple):
     kin_prev: object = None
     time: float = 0.0
     velocity: object = None
+    newton: object = None
 
     def take(self, idx):
         """The rows ``idx`` of every batched field."""
@@ -63,7 +66,8 @@ class State(NamedTuple):
     def with_rows(self, idx, new):
         """A copy with rows ``idx`` of every field that both States hold replaced by ``new``'s; fields either
         lacks keep this State's value. A cache (kinematics, velocity) that both hold is merged the
-        same way (each row's cache depends on that row alone); one that either lacks is dropped."""
+        same way (each row's cache depends on that row alone); one that either lacks is dropped. The Newton
+        memory of rows taken from a State without one is forgotten (a reset row starts without)."""
         def put(cur, val):
             out = cur.copy()
             out[idx] = val
@@ -73,6 +77,8 @@ class State(NamedTuple):
             cur, val = getattr(self, k), getattr(new, k)
             if cur is not None and val is not None:
                 return tree_map(put, cur, val)
+            if k == "newton" and cur is not None:
+                return cur.forget(idx)
             return cur if keep_if_missing else None
 
         fields = {k: merged(k, k not in CACHES) for k in self._fields if k != "time"}

@@ -40,7 +40,8 @@ class LMResult:
     """Solution x (B, n_x) and per-trajectory diagnostics: iterations (B,), grad_norm (B,) (the scaled gradient
     max_j |g_j| / D_j, in units of x), converged (B,), energy (B,), and energy_history (list of (B,) arrays of the
     accepted energy after each iteration, NaN where inactive) when requested; function_evals (B,) the energy/gradient
-    evaluations per trajectory where the optimiser reports them (L-BFGS; None for LM)."""
+    evaluations per trajectory where the optimiser reports them (L-BFGS; None for LM); system (LM with
+    ``track_system``): the last damped system each trajectory solved, a :class:`SolvedSystem`."""
 
     x: object
     iterations: object
@@ -49,6 +50,29 @@ class LMResult:
     energy: object
     energy_history: list | None = None
     function_evals: object = None
+    system: object = None
+
+
+@dataclass
+class SolvedSystem:
+    """Per trajectory, the last damped system (H + μ·diag(D)) δ = −g an LM run solved: H (B, n, n), D (B, n),
+    mu (B,), finite (B,) bool (its step was finite) and solved (B,) bool (False: no solve in this run, the other
+    fields meaningless) — what the Newton memory keeps (integrators/newton.py)."""
+
+    H: object
+    D: object
+    mu: object
+    finite: object
+    solved: object
+
+    @classmethod
+    def empty(cls, B, n, like):
+        xp = xp_of(like)
+        return cls(xp.zeros((B, n, n), like.dtype), xp.zeros((B, n), like.dtype), xp.zeros(B, like.dtype),
+                   xp.zeros(B, dtype=bool), xp.zeros(B, dtype=bool))
+
+    def record(self, rows, H, D, mu, finite):
+        self.H[rows], self.D[rows], self.mu[rows], self.finite[rows], self.solved[rows] = H, D, mu, finite, True
 
 
 def _compacts(xp) -> bool:
@@ -87,7 +111,7 @@ def _measure(g, D, ctx):
 
 
 def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e-9, mu0=MU0,
-                        record_history=False, sqrt_hessian=False, compact=None):
+                        record_history=False, sqrt_hessian=False, compact=None, track_system=False):
     """Minimise an energy over a batch of B problems in lock-step.
 
     value_grad(x, idx) -> (E (B',), g (B', n), ctx): energy and gradient at x (B', n_x) for the trajectories
@@ -107,13 +131,17 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
     (D-norm), so that no energy is evaluated at a μ that leaves the rejected step as it was.
     compact: drop converged trajectories from the working set (True) or freeze them by masks (False); None picks
     True on NumPy arrays and False on device arrays (see the module docstring). Both give the same numbers.
+    track_system: report each trajectory's last damped system in LMResult.system (compacted runs only).
     """
     xp = xp_of(x0)
     if not (_compacts(xp) if compact is None else compact):
+        if track_system:
+            raise ValueError("track_system needs the compacted LM (compact=True)")
         return _lm_masked(value_grad, hessian, retract, x0, max_iter, tol, mu0, record_history, sqrt_hessian)
     B = x0.shape[0]
     x, E, g, H, D, mu, iters, conv, gnorm, limit = _start(value_grad, hessian, x0, mu0)
     history = [] if record_history else None
+    system = SolvedSystem.empty(B, g.shape[-1], g) if track_system else None
     eps = xp.finfo(x.dtype).eps
     for _ in range(max_iter):
         conv = conv | (gnorm < tol)
@@ -124,6 +152,8 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
         sel, ix = (None, slice(None)) if idx.size == B else (idx, idx)
         gi, Hi, Di, Ei = g[ix], H[ix], D[ix], E[ix]
         dx, pred, ok, mu_i, length2 = _trial_step(Hi, Di, mu[ix], gi, sqrt_hessian, limit[ix])
+        if system is not None:
+            system.record(ix, Hi, Di, mu_i, ok)
         x_try = retract(x[ix], sel, dx)
         E_try, g_try, ctx_try = value_grad(x_try, sel)
         accept = ok & _acceptable(Ei, E_try, pred, eps)
@@ -152,7 +182,7 @@ def levenberg_marquardt(value_grad, hessian, retract, x0, *, max_iter=50, tol=1e
             h[acc] = E[acc]
             history.append(h)
     conv = conv | (gnorm < tol)
-    return LMResult(x, iters, gnorm, conv, E, history)
+    return LMResult(x, iters, gnorm, conv, E, history, system=system)
 
 
 def _start(value_grad, hessian, x0, mu0):

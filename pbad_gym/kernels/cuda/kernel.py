@@ -33,6 +33,7 @@ from ..numba.configuration import difference
 from ..numba.constants import StepConstants
 from ..numba.dynamics import energy_terms_row
 from ..numba.forward import forward_kinematics
+from ..numba.batch import load_memory, store_memory
 from ..numba.lm import step_row
 from ..numba.scratch import StepScratch
 from .device import simulated
@@ -49,13 +50,14 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, dt, tol, limit_k, limit_d,
-                contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, cP,
-                cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP,
-                out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs,
-                xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred,
-                s33, s3, s36, xv, ev, zv):
+                contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_back, HV, MF, MD, MM,
+                MV, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R,
+                out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr,
+                Rs, ts, ws, vs, Gs, fs, gs, xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd,
+                Af, D, dx, dv, piv, qpred, s33, s3, s36, xv, ev, zv, Dc, mc):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
-    the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last)."""
+    the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last), the
+    Newton memory (batch.step_rows' HV, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place."""
     r = cuda.grid(1)
     if r < q_cur.shape[0]:
         m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -71,9 +73,14 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                          Rp[..., r], tp[..., r], Rr[..., r], tr[..., r], A[..., r], bt[..., r], Wd[..., r], wtmp[...,
                          r], vtmp[..., r], Rj[..., r], R2[..., r], wr[..., r], K[..., r], Z[..., r], F[..., r], Xk[...,
                          r], H[..., r], Hd[..., r], Af[..., r], D[..., r], dx[..., r], dv[..., r], piv[..., r],
-                         qpred[..., r], s33[..., r], s3[..., r], s36[..., r], xv[..., r], ev[..., r], zv[..., r])
-        step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R,
-                 out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, False)
+                         qpred[..., r], s33[..., r], s3[..., r], s36[..., r], xv[..., r], ev[..., r], zv[..., r],
+                         Dc[..., r], mc[..., r])
+        if MV[r]:
+            load_memory(MF[r], MD[r], MM[r], sc)
+        step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want,
+                 out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, False,
+                 HV[r], MV[r])
+        store_memory(sc, r, MF, MD, MM, MV)
 
 
 @cuda.jit(**_OPTIONS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...energies import ForceModel, contact_state
+from ...integrators.newton import NewtonMemory
 from ...kinematics import Kinematics, forward_kinematics
 from ..numba.codegen import FINISH_FIELDS, TERMS_FIELDS
 from ..numba.constants import ARRAY_FIELDS, N_TERMS
@@ -142,11 +143,11 @@ def _launch(kernel, B, args):
 
 
 def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None,
-                     finish=False):
+                     finish=False, newton=None):
     """The fused GPU step: same arguments and :class:`~pbad_gym.kernels.numba.step.KernelStep` result as
-    ``kernels.numba.step.kernel_step``, every array a CuPy array on the device (NumPy under the simulator):
-    q_prev, q_cur (B, nq), tau (B, nv) in q_cur's dtype (float32 or float64). One kernel launch; nothing waits
-    for the GPU here."""
+    ``kernels.numba.step.kernel_step`` (one substep), every array a CuPy array on the device (NumPy under the
+    simulator): q_prev, q_cur (B, nq), tau (B, nv) in q_cur's dtype (float32 or float64), ``newton`` the state's
+    NewtonMemory or None. One kernel launch; nothing waits for the GPU here."""
     from .kernel import step_kernel
 
     if hessian not in HESSIANS:
@@ -195,14 +196,23 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
     else:
         outs, out_args = (), empty
     work = scratch(consts, B, nq, dtype)
-    args = (*_on_device(consts, dtype), dev.arg(q_prev), dev.arg(q_cur), dev.arg(tau), *c_in, dev.out(out_q),
+    if newton is None:
+        memory = NewtonMemory(q_prev, xp.zeros(B, np.bool_), xp.zeros((B, nv, nv), dtype), xp.zeros((B, nv), dtype),
+                              xp.zeros(B, dtype), xp.zeros(B, np.bool_))
+    else:  # copies: the kernel writes the new memory into them
+        memory = NewtonMemory(xp.ascontiguousarray(newton.q_back, dtype=dtype), *(
+            xp.array(a, dtype=k) for a, k in zip(newton[1:], (np.bool_, dtype, dtype, dtype, np.bool_))))
+    hv, mf, md, mm, mv = memory[1:]
+    args = (*_on_device(consts, dtype), dev.arg(memory.q_back), dev.arg(hv), *(dev.out(a) for a in (mf, md, mm, mv)),
+            dev.arg(q_prev), dev.arg(q_cur), dev.arg(tau), *c_in, dev.out(out_q),
             dev.out(out_it), dev.out(out_gn), dev.out(out_conv), int(finish), *out_args, *work.values())
     _launch(step_kernel, B, args)
+    memory = memory._replace(q_back=q_prev, history=xp.ones(B, np.bool_))
     if not finish:
-        return KernelStep(out_q, out_it, out_gn, out_conv)
+        return KernelStep(out_q, out_it, out_gn, out_conv, newton=memory)
     qd, R, t, w, v = outs[:5]
     return KernelStep(out_q, out_it, out_gn, out_conv, qd, Kinematics(R, t, w, v),
-                      outs[5:9] if has_contact else None, outs[9] if has_contact else None)
+                      outs[5:9] if has_contact else None, outs[9] if has_contact else None, newton=memory)
 
 
 def _actuators_on_device(consts, actuated, gear, dtype):

@@ -15,42 +15,76 @@ from .scratch import alloc_scratch
 
 
 @jitable
-def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force,
-              r0, r1):
+def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t, out_w,
+              out_v, out_force, r0, r1):
     """IT.shape[0] = n steps (substeps under the same torques tau) of trajectories r0 … r1−1, :func:`step_row` each,
-    on one scratch set. Nothing is copied between substeps: Q (n + 2, B, nq) holds q_prev and q in Q[0], Q[1], and
-    substep s steps from Q[s] (q_prev) and Q[s+1] (q) to Q[s+2] (so every substep's configuration is kept for the
-    divergence guard, which checks each); the contact memory rotates from slot s % 2 of CP, CACT, CNORM, CANC to
-    slot (s+1) % 2. Substep s writes its iterations, gradient norm and convergence to IT[s], GN[s], CONV[s] and,
-    with ``want``, its velocity to QD[s] (QD (n, B, nv)) and its kinematics to out_R[s], out_t[s], out_w[s],
-    out_v[s] (each with the leading axis n: the guard reads every substep's); force is the last substep's.
+    on one scratch set. Nothing is copied between substeps: Q (n + 3, B, nq) holds q_{k−2}, q_prev and q in Q[0],
+    Q[1], Q[2], and substep s steps from Q[s+1] (q_prev) and Q[s+2] (q) to Q[s+3], warm-started with Q[s] (so
+    every substep's configuration is kept for the divergence guard, which checks each); Q[0] is read where HV (B,)
+    is set (the rows whose q_{k−2} is known). The contact memory rotates from slot s % 2 of CP, CACT, CNORM, CANC
+    to slot (s+1) % 2. The Newton memory (integrators/newton.py) of each row comes in, and goes out, in MF
+    (B, nv, nv) (its Cholesky factor, lower triangle), MD (B, nv), MM (B,) (the D and μ it was solved with) and
+    MV (B,) bool (valid), and carries from substep to substep in the scratch. Substep s writes its iterations,
+    gradient norm and convergence to IT[s], GN[s], CONV[s] and, with ``want``, its velocity to QD[s]
+    (QD (n, B, nv)) and its kinematics to out_R[s], out_t[s], out_w[s], out_v[s] (each with the leading axis n:
+    the guard reads every substep's); force is the last substep's.
 
     Allocates the chunk's scratch here (with reference counting, which allocation needs), then runs its rows, each
     through all its substeps, in :func:`_run_rows` (without it). The parallel entry hands each chunk its own copy of
     the constants (entries.copy_body): without them Spider-v2 at 256 envs ran 0.93× as fast (paired,
     BENCHMARKS.md)."""
     sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], Q.shape[2], CP.shape[2], Q.dtype)
-    _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force, r0,
-              r1, sc)
+    _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t, out_w,
+              out_v, out_force, r0, r1, sc)
 
 
 @njit(**ROW_LOOP_OPTIONS)
-def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force, r0,
-              r1, sc):
+def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t, out_w,
+              out_v, out_force, r0, r1, sc):
     """:func:`step_rows`' loops on its scratch ``sc``, compiled with :data:`ROW_LOOP_OPTIONS` (no reference
     counting: with it, every call of a helper that takes arrays — the BodyArrays' among them — paid atomic
     increments and decrements of their counts; BENCHMARKS.md). The arithmetic, and so every number, is the same."""
     n = IT.shape[0]
-    for r in range(r0, r1):  # a row's substeps back to back: its poses carry from one to the next
+    for r in range(r0, r1):  # a row's substeps back to back: its poses and Newton memory carry from one to the next
+        if MV[r]:
+            load_memory(MF[r], MD[r], MM[r], sc)
         for s in range(n):
             ci, co = s % 2, (s + 1) % 2
             cP, cact, cnorm, canc = CP[ci], CACT[ci], CNORM[ci], CANC[ci]
             nP, nact, nnorm, nanc = CP[co], CACT[co], CNORM[co], CANC[co]
-            cu = step_row(m, fo, Q[s], Q[s + 1], tau, cP, cact, cnorm, canc, Q[s + 2], IT[s], GN[s], CONV[s], want,
-                          QD[s], out_R[s], out_t[s], out_w[s], out_v[s], nP, nact, nnorm, nanc, out_force, r, sc,
-                          s > 0)
+            cu = step_row(m, fo, Q[s], Q[s + 1], Q[s + 2], tau, cP, cact, cnorm, canc, Q[s + 3], IT[s], GN[s],
+                          CONV[s], want, QD[s], out_R[s], out_t[s], out_w[s], out_v[s], nP, nact, nnorm, nanc,
+                          out_force, r, sc, s > 0, s > 0 or HV[r], s > 0 or MV[r])
             if s + 1 < n:
                 carry_poses(sc, cu)
+        store_memory(sc, r, MF, MD, MM, MV)
+
+
+@jitable
+def load_memory(F, D, mu, sc):
+    """A row's Newton memory (factor F (nv, nv), D (nv,), μ) into the scratch (step_row's ``chord``)."""
+    Af, Dc = sc.Af, sc.Dc
+    for i in range(Dc.shape[0]):
+        Dc[i] = D[i]
+        for j in range(i + 1):
+            Af[i, j] = F[i, j]
+    sc.mc[0], sc.mc[1] = 1.0, mu
+
+
+@jitable
+def store_memory(sc, r, MF, MD, MM, MV):
+    """Row r's Newton memory after its last substep, from the scratch: the factor's lower triangle (zeros above),
+    D, μ and whether it is valid."""
+    valid = sc.mc[0] != 0.0
+    MV[r] = valid
+    if valid:
+        Af, Dc = sc.Af, sc.Dc
+        nv = Dc.shape[0]
+        for i in range(nv):
+            MD[r, i] = Dc[i]
+            for j in range(nv):
+                MF[r, i, j] = Af[i, j] if j <= i else 0.0
+        MM[r] = sc.mc[1]
 
 
 @jitable

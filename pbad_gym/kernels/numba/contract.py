@@ -14,8 +14,9 @@ def step(model, state, tau, options, substeps=1):
     """The order-2 PBAD step with penalty contact and LM, compiled (same numbers as ``integrators.pbad.step`` to
     round-off): ``substeps`` steps under the same tau in ONE kernel call (each row's state and contact memory
     carried from substep to substep inside the kernel; the same numbers as that many single calls), which also
-    leaves what the environment reads of the new state: its velocity, kinematics and, with contact, the new contact
-    memory and the ground force the last step applied (what ``integrators.state.advance`` computes in NumPy).
+    leaves what the environment reads of the new state: its velocity, kinematics, Newton memory and, with contact,
+    the new contact memory and the ground force the last step applied (what ``integrators.state.advance``
+    computes in NumPy).
     StepInfo: iterations summed over the substeps, the last gradient norm, converged on every one, and for n > 1
     every substep's configuration, velocity and kinematics (``substep_q`` (n, B, nq), ``substep_qd`` (n, B, nv),
     ``substep_kin``)."""
@@ -23,7 +24,8 @@ def step(model, state, tau, options, substeps=1):
     kin_prev = state.kin if n == 1 else None
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
-                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, substeps=n)
+                    tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, substeps=n,
+                    newton=state.newton)
     contact, force = state.contact, state.force
     if r.contact is not None:
         contact, force = ContactMemory(*r.contact), r.force
@@ -32,7 +34,7 @@ def step(model, state, tau, options, substeps=1):
     for _ in range(n):  # as n single steps add it
         time = time + model.dt
     new = state._replace(q=r.q, q_prev=r.q_prev, contact=contact, force=force, fresh=fresh, kin=r.kin,
-                         kin_prev=kin_prev, time=time, velocity=r.qd)
+                         kin_prev=kin_prev, time=time, velocity=r.qd, newton=r.newton)
     if n == 1:
         return new, StepInfo(r.iterations, r.grad_norm, r.converged)
     return new, StepInfo(r.iterations, r.grad_norm, r.converged, substep_q=r.substep_q, substep_qd=r.substep_qd,

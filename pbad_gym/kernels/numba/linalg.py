@@ -9,8 +9,8 @@ from .jit import jitable
 
 @jitable
 def solve_damped(H, D, mu, g, A, dx, piv):
-    """dx = −(H + μ·diag(D))⁻¹ g by Cholesky, or LU with partial pivoting when the matrix is not positive
-    definite; returns False when it is singular."""
+    """dx = −(H + μ·diag(D))⁻¹ g by Cholesky (A's lower triangle then holds the factor; returns 1), or LU with
+    partial pivoting when the matrix is not positive definite (returns 2); returns 0 when it is singular."""
     n = g.shape[0]
     for i in range(n):
         for j in range(n):
@@ -56,8 +56,8 @@ def solve_damped(H, D, mu, g, A, dx, piv):
             for k in range(i + 1, n):
                 x -= A[k, i] * dx[k]
             dx[i] = x / A[i, i]
-        return True
-    return solve_lu(H, D, mu, g, A, dx, piv)
+        return 1
+    return 2 if solve_lu(H, D, mu, g, A, dx, piv) else 0
 
 
 @jitable
@@ -99,13 +99,34 @@ def solve_lu(H, D, mu, g, A, dx, piv):
 
 @jitable
 def _damped_step(H, D, mu, g, A, dx, piv):
-    """:func:`solve_damped`, and False unless the step is finite as well."""
-    ok = solve_damped(H, D, mu, g, A, dx, piv)
-    if ok:
+    """:func:`solve_damped`'s code (1 Cholesky, 2 LU), and 0 unless the step is finite as well."""
+    code = solve_damped(H, D, mu, g, A, dx, piv)
+    if code != 0:
         for j in range(dx.shape[0]):
             if not math.isfinite(dx[j]):
-                return False
-    return ok
+                return 0
+    return code
+
+
+@jitable
+def chord_solve(A, g, dx):
+    """dx = −(L Lᵀ)⁻¹ g with a Cholesky factor L in A's lower triangle (:func:`solve_damped`'s, kept from an
+    earlier solve); returns False unless dx is finite."""
+    n = g.shape[0]
+    for j in range(n):
+        y = -g[j]
+        for k in range(j):
+            y -= A[j, k] * dx[k]
+        dx[j] = y / A[j, j]
+    for i in range(n - 1, -1, -1):
+        x = dx[i]
+        for k in range(i + 1, n):
+            x -= A[k, i] * dx[k]
+        dx[i] = x / A[i, i]
+    for j in range(n):
+        if not math.isfinite(dx[j]):
+            return False
+    return True
 
 
 @jitable

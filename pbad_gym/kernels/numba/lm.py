@@ -1,17 +1,19 @@
 """One trajectory's order-2 PBAD step: its Levenberg-Marquardt to convergence (optim/lm.py: same accept test,
 damping schedule, round-off band and convergence measure max_j |g_j|/D_j), with the friction cone's fixed point
-(integrators/pbad.py solve_step_in_cone)."""
+(integrators/pbad.py solve_step_in_cone), from the second-order warm start and the chord step of the Newton memory
+(integrators/newton.py)."""
 from __future__ import annotations
 
 import math
 
+from ...integrators.newton import CHORD_RATE, CHORD_STEPS, SMOOTH
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
 from .contact import cone_refresh, contact_update
 from .forward import forward_kinematics
 from .hessian import hessian
 from .jit import jitable
-from .linalg import _damped_step, _length2, _measure
+from .linalg import _damped_step, _length2, _measure, chord_solve
 from .terms import _energy_grad
 
 
@@ -37,12 +39,73 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred):
 
 
 @jitable
-def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd,
-             out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known):
+def warm_start(m, qb, qp, qc, dv, d2, tmp, out):
+    """Where the motion is smooth (integrators/newton.py warm_start: max_j |Δ²q_j| ≤ SMOOTH · max_j |Δq_j|),
+    out = q_k ⊕ (Δq + Δ²q) from qb = q_{k−2}, qp = q_{k−1}, qc = q_k and dv = Δq = q_k ⊖ q_{k−1}, and True;
+    else False and out untouched. d2 (nv,), tmp (nq,) scratch."""
+    for k in range(qb.shape[0]):
+        tmp[k] = qb[k]
+    difference(m, tmp, qp, d2)
+    big2, big1 = 0.0, 0.0
+    for k in range(d2.shape[0]):
+        d2[k] = dv[k] - d2[k]
+        big2, big1 = max(big2, abs(d2[k])), max(big1, abs(dv[k]))
+    if not big2 <= SMOOTH * big1:
+        return False
+    for k in range(d2.shape[0]):
+        d2[k] = dv[k] + d2[k]
+    integrate(m, qc, d2, out)
+    return True
+
+
+@jitable
+def chord_trial(m, fo, sc, qc, qpred, E, cu):
+    """A chord step from the LM's slot ``cu`` (integrators/newton.py solve_with_memory): δ = −(L Lᵀ)⁻¹ g with the
+    factor L that sc.Af keeps from an earlier solve (sc.Dc, sc.mc: its D and μ), the trial point in the other
+    slot and its energy and gradient, and LM's accept test. Returns (accepted, E at the trial point)."""
+    nx = 1 - cu
+    g, D, dx, xs = sc.gs[cu], sc.D, sc.dx, sc.xs
+    nv = dx.shape[0]
+    ok = chord_solve(sc.Af, g, dx)
+    length2 = _length2(dx, D)
+    gdx = 0.0
+    for j in range(nv):
+        gdx += g[j] * dx[j]
+    pred = 0.5 * (sc.mc[1] * length2 - gdx)
+    if not ok:
+        for j in range(nv):
+            dx[j] = 0.0
+    integrate(m, xs[cu], dx, xs[nx])
+    E_try = _energy_grad(m, fo, xs[nx], qc, qpred, sc.ta, sc.A, sc.bt, sc.Rr, sc.tr, sc.Wd, sc.cPr, sc.car, sc.cnr,
+                         sc.canr, sc.Rs[nx], sc.ts[nx], sc.ws[nx], sc.vs[nx], sc.Rj, sc.R2, sc.Gs[nx], sc.fs[nx],
+                         sc.wr, sc.gs[nx], sc.s33, sc.s3)
+    band = _EPS_BAND * fo.mach_eps * max(abs(E), abs(E_try))
+    return ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band))), E_try
+
+
+@jitable
+def keep_factor(code, mu, D, Dc, mc):
+    """The Newton memory after a damped solve that returned ``code`` (linalg.solve_damped): valid with that solve's
+    μ and D when it was a finite Cholesky solve (its factor is in sc.Af), else invalid."""
+    if code == 1:
+        mc[0], mc[1] = 1.0, mu
+        for j in range(D.shape[0]):
+            Dc[j] = D[j]
+    else:
+        mc[0] = 0.0
+
+
+@jitable
+def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd,
+             out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known, back, chord):
     """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
     (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row).
     Returns the LM slot of the result (sc.Rs[slot], sc.ts[slot]: its poses). ``known``: sc.Rp, sc.tp and sc.Rr,
     sc.tr already hold the poses of q_prev and q_cur (:func:`carry_poses` after this row's previous substep).
+    ``back``: q_back (B, nq) holds q_{k−2}, and the LM starts from the second-order :func:`warm_start` (else from
+    q_k ⊕ (q_k ⊖ q_{k−1})). ``chord``: sc.Af, sc.Dc, sc.mc hold a Newton memory (valid where sc.mc[0] != 0; its
+    first iteration is then :func:`chord_trial`, a fresh Hessian only where that does not converge); the step
+    leaves its own there (:func:`keep_factor`).
 
     With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
     no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
@@ -72,19 +135,41 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
         forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
         forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
     prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred)
-    # Levenberg-Marquardt (optim/lm.py)
+    # Levenberg-Marquardt (optim/lm.py) from the warm start
+    Dc, mc = sc.Dc, sc.mc
+    if not chord:
+        mc[0] = 0.0
     cu = 0
-    for k in range(nq):
-        xs[0, k] = qpred[k]
+    if not (back and warm_start(m, q_back[r], qp, qc, dv, dx, xs[1], xs[0])):
+        mc[0] = 0.0  # (no chord step where the motion is not smooth: newton.py)
+        for k in range(nq):
+            xs[0, k] = qpred[k]
     E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
                      ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], s33, s3)
-    hessian(m, fo, xs[0], qc, qpred, ta, Rs[0], ts[0], ws[0], vs[0], Gs[0], fs[0], Wd, cPr, car, cnr, canr,
-            K, Z, F, Xk, H, D, s33, s3, s36)
     mu = mu0
     iters = 0
     conv = False
-    gnorm = _measure(gs[0], D)
     limit = math.inf
+    fresh = True  # a Hessian at the current point still to form
+    if mc[0] != 0.0:  # chord steps first (integrators/newton.py), measured with the memory's D
+        for j in range(nv):
+            D[j] = Dc[j]
+        gnorm = _measure(gs[0], D)
+        fresh = gnorm >= tol
+        while fresh and iters < CHORD_STEPS and iters < max_iter:
+            accept, E_try = chord_trial(m, fo, sc, qc, qpred, E, cu)
+            iters += 1
+            if not accept:
+                break
+            last, cu, E = gnorm, 1 - cu, E_try
+            gnorm = _measure(gs[cu], D)
+            fresh = gnorm >= tol
+            if gnorm > CHORD_RATE * last:
+                break
+    if fresh:
+        hessian(m, fo, xs[cu], qc, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
+                canr, K, Z, F, Xk, H, D, s33, s3, s36)
+        gnorm = _measure(gs[cu], D)
     for p in range(fo.cone_passes + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
         if p > 0:
             if not cone_refresh(m, fo, Rs[cu], ts[cu], cPr, car, cnr):
@@ -94,17 +179,19 @@ def step_row(m, fo, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, ou
             hessian(m, fo, xs[cu], qc, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
                     canr, K, Z, F, Xk, H, D, s33, s3, s36)
             mu, limit, gnorm = mu0, math.inf, _measure(gs[cu], D)
-        for _ in range(max_iter):
+        for _ in range(max_iter - (iters if p == 0 else 0)):  # (chord iterations count against the first pass)
             if gnorm < tol:
                 conv = True
                 break
             g = gs[cu]
-            ok = _damped_step(H, D, mu, g, Af, dx, piv)
+            code = _damped_step(H, D, mu, g, Af, dx, piv)
             length2 = _length2(dx, D)
-            while ok and length2 > limit and math.isfinite(length2) and mu < MU_MAX:  # after a rejection (lm.py)
+            while code != 0 and length2 > limit and math.isfinite(length2) and mu < MU_MAX:  # after a rejection
                 mu = min(mu * MU_GROW, MU_MAX)
-                ok = _damped_step(H, D, mu, g, Af, dx, piv)
+                code = _damped_step(H, D, mu, g, Af, dx, piv)
                 length2 = _length2(dx, D)
+            keep_factor(code, mu, D, Dc, mc)
+            ok = code != 0
             gdx = 0.0
             for j in range(nv):
                 gdx += g[j] * dx[j]

@@ -23,7 +23,9 @@ class StepScratch(NamedTuple):
     trial point): Rs (2, L, 3, 3), ts (2, L, 3), ws, vs (2, nv, 3), Gs (2, L, 3, 3), fs (2, L, 3), gs (2, nv),
     xs (2, nq). Step data: Rp, Rr, A, Wd (L, 3, 3), tp, tr, bt (L, 3), qpred (nq,). Kinematics and Hessian work:
     wtmp, vtmp (nv, 3), Rj, R2, Z (L, 3, 3), F (L, 3), wr (L, 6), K (L, 6, 6), Xk (nv, 6), H, Hd, Af (nv, nv),
-    D, dx, dv (nv,), piv (nv,) int64, s33 (8, 3, 3), s3 (8, 3), s36 (2, 3, 6). The divergence guard's energy
+    D, dx, dv (nv,), piv (nv,) int64, s33 (8, 3, 3), s3 (8, 3), s36 (2, 3, 6). The Newton memory a row carries
+    from one substep to the next (lm.step_row): Af's factor with Dc (nv,), the diagonal D it was solved with, and
+    mc (2,) = (1 where the factor is valid else 0, the damping μ it was solved with). The divergence guard's energy
     terms (the GPU's terms kernel, dynamics.energy_terms_row): xv, ev, zv (nv,)."""
 
     qp: np.ndarray
@@ -71,6 +73,8 @@ class StepScratch(NamedTuple):
     xv: np.ndarray
     ev: np.ndarray
     zv: np.ndarray
+    Dc: np.ndarray
+    mc: np.ndarray
 
 
 def scratch_shapes(L, nv, nq, n_s):
@@ -83,7 +87,7 @@ def scratch_shapes(L, nv, nq, n_s):
             "vtmp": f(nv, 3), "Rj": f(L, 3, 3), "R2": f(L, 3, 3), "wr": f(L, 6), "K": f(L, 6, 6), "Z": f(L, 3, 3),
             "F": f(L, 3), "Xk": f(nv, 6), "H": f(nv, nv), "Hd": f(nv, nv), "Af": f(nv, nv), "D": f(nv),
             "dx": f(nv), "dv": f(nv), "piv": ((nv,), INT), "qpred": f(nq), "s33": f(8, 3, 3), "s3": f(8, 3),
-            "s36": f(2, 3, 6), "xv": f(nv), "ev": f(nv), "zv": f(nv)}
+            "s36": f(2, 3, 6), "xv": f(nv), "ev": f(nv), "zv": f(nv), "Dc": f(nv), "mc": f(2)}
 
 
 def scratch_bytes(L, nv, nq, n_s, itemsize):
@@ -108,4 +112,4 @@ def alloc_scratch(L, nv, nq, n_s, dtype):
         np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty(nv, dtype),
         np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, np.int64), np.empty(nq, dtype),
         np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype), np.empty(nv, dtype),
-        np.empty(nv, dtype), np.empty(nv, dtype))
+        np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype), np.zeros(2, dtype))

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...energies import ForceModel, contact_state
+from ...integrators.newton import NewtonMemory
 from ...integrators.options import SolverOptions
 from ...kinematics import Kinematics, forward_kinematics
 from . import entries, threads
@@ -97,7 +98,7 @@ class KernelStep(NamedTuple):
     ContactMemory fields (P, active, normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last
     substep applied as ``force`` (else None), q_prev (B, nq): the configuration before the last substep (q_cur for
     one step), and of the n substeps' states substep_q (n, B, nq), substep_qd (n, B, nv) and substep_kin (their
-    Kinematics, leading axis n) (q, qd and kin the last)."""
+    Kinematics, leading axis n) (q, qd and kin the last); newton: the NewtonMemory the call leaves."""
 
     q: np.ndarray
     iterations: np.ndarray
@@ -111,6 +112,7 @@ class KernelStep(NamedTuple):
     substep_q: np.ndarray = None
     substep_qd: np.ndarray = None
     substep_kin: Kinematics = None
+    newton: NewtonMemory = None
 
 
 def _empty_outputs(consts, dtype):
@@ -134,13 +136,15 @@ def actuator_arrays(actuated, gear, dtype):
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                substeps=1):
+                substeps=1, newton=None):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
     the environment reads of the new state, from the same call (velocity, kinematics, new contact memory and
-    force), and then ``substeps`` steps under the same tau in that one call (each row's state and contact memory
-    carried from substep to substep inside the kernel; the same numbers as that many single calls), every
-    substep's configuration and velocity kept. Inputs that are already C-contiguous arrays of the kernel's dtype
-    and shape are passed as they are."""
+    force), and then ``substeps`` steps under the same tau in that one call (each row's state, contact memory and
+    Newton memory carried from substep to substep inside the kernel; the same numbers as that many single calls),
+    every substep's configuration and velocity kept. ``newton``: the state's NewtonMemory (integrators/newton.py)
+    or None (none yet: first-order warm start, fresh Hessians); the new one is returned (never written into the
+    one passed). Inputs that are already C-contiguous arrays of the kernel's dtype and shape are passed as they
+    are."""
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     if not isinstance(forces, ForceModel):
@@ -157,14 +161,17 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     m, fo, empty = consts
     n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
-    # batch.step_rows: the states in Q (q_prev, q, then every substep's), the contact memory in two rotating slots
-    Q = np.empty((n + 2, B, nq), dtype)
-    Q[0], Q[1] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
+    # batch.step_rows: the states in Q (q_{k−2}, q_prev, q, then every substep's), the contact memory in two
+    # rotating slots, the Newton memory in HV, MF, MD, MM, MV
+    Q = np.empty((n + 3, B, nq), dtype)
+    Q[1], Q[2] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
+    HV, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype)
+    Q[0] = Q[1] if newton is None else _arr(newton.q_back, dtype, (B, nq))
     if has_contact:
         CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
         CNORM, CANC = np.empty((2, B, n_s), dtype), np.empty((2, B, n_s, 3), dtype)
         if contact is None:
-            contact = contact_state(body, forward_kinematics(body, Q[1]), forces.contact, dt)
+            contact = contact_state(body, forward_kinematics(body, Q[2]), forces.contact, dt)
         P, active, normal, anchor = contact_fields(contact)
         CP[0], CACT[0], CNORM[0] = _arr(P, dtype, (B, n_s, 3)), np.asarray(active), _arr(normal, dtype, (B, n_s))
         CANC[0] = CP[0] if anchor is None else _arr(anchor, dtype, (B, n_s, 3))
@@ -178,16 +185,27 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     else:
         outs = _empty_outputs(consts, dtype)
     _run(consts, B, n, finish, entries.step_batch_serial, entries.step_batch,
-         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, IT, GN, CONV, int(finish), *outs))
-    q, its = Q[n + 1], (IT[0] if n == 1 else IT.sum(0))
+         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, CONV, int(finish), *outs))
+    q, its = Q[n + 2], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
+    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV)  # (Q[n]: the next step's q_{k−2})
     if not finish:
-        return KernelStep(q, its, GN[n - 1], conv)
+        return KernelStep(q, its, GN[n - 1], conv, newton=memory)
     QD, R, t, w, v, force = outs
     c = n % 2
     return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[n - 1], t[n - 1], w[n - 1], v[n - 1]),
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
-                      Q[n], Q[2:], QD, Kinematics(R, t, w, v))
+                      Q[n + 1], Q[3:], QD, Kinematics(R, t, w, v), memory)
+
+
+def _newton_arrays(newton, B, nv, dtype):
+    """(HV, MF, MD, MM, MV) of batch.step_rows from a NewtonMemory (copies: the kernel writes the new memory
+    into them) or None (nothing valid)."""
+    if newton is None:
+        return (np.zeros(B, np.bool_), np.zeros((B, nv, nv), dtype), np.zeros((B, nv), dtype), np.zeros(B, dtype),
+                np.zeros(B, np.bool_))
+    return (np.array(newton.history, np.bool_), np.array(newton.factor, dtype), np.array(newton.D, dtype),
+            np.array(newton.mu, dtype), np.array(newton.valid, np.bool_))
 
 
 def _run(consts, B, n, kind, serial, parallel, args):

@@ -1,0 +1,96 @@
+"""What one order-2 step's solve leaves for the next: the Newton memory (docs/physics.md §2.5).
+
+Two things make a converged step cheap when Δt is small beside the motion:
+
+- **A second-order warm start.** q_k ⊕ (2(q_k ⊖ q_{k−1}) − (q_{k−1} ⊖ q_{k−2})) extrapolates the last two
+  steps' change, where q_k ⊕ (q_k ⊖ q_{k−1}) extrapolated one: its error is O(Δt³) instead of O(Δt²), so at
+  0.001 s a 10-link chain's first Newton step lands within the tolerance (1.32 → 1.0 LM iterations per step).
+- **Chord first iterations.** The step Hessian moves little between steps 1 ms apart, so the first iterations
+  solve with the Cholesky factor kept from the last damped system the previous step solved (O(nv²)) instead of
+  forming and factoring a new Hessian (O(nv²) to form, O(nv³) to factor): up to CHORD_STEPS of them while each is
+  accepted and contracts the measure by CHORD_RATE. Where they meet the tolerance the step is done without a
+  Hessian at all; elsewhere the step goes on as before, with a fresh Hessian at the last accepted point. The LM's
+  accept test and convergence measure are unchanged, so every accepted point still decreases the step energy and
+  meets the same tolerance: the memory decides only how the solver gets there (trajectories agree with a
+  memoryless solve to the solver tolerance, not bit for bit).
+
+The step energy (and so the armature term's target, the first-order prediction) is unchanged. The memory lives in
+the State (``State.newton``); a reset or a restored row has none (its first step starts first-order, with a fresh
+Hessian). Both engines (NumPy here, the numba kernel's lm.step_row) take the same decisions.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..arrays import xp_of
+from ..kinematics import difference, integrate
+
+
+class NewtonMemory(NamedTuple):
+    """The Newton memory of a batch of B states (each row its own).
+
+    q_back (B, nq): q_{k−1} of the step that arrived at the state (the next step's q_{k−2}); history (B,) bool:
+    q_back is valid (False after a reset). factor (B, nv, nv): lower Cholesky factor L of the last damped system
+    H + μ·diag(D) the step solved, D (B, nv) and mu (B,) that system's Gauss-Newton diagonal and damping;
+    valid (B,) bool: the factor is usable (the last solve was a finite Cholesky solve)."""
+
+    q_back: object
+    history: object
+    factor: object
+    D: object
+    mu: object
+    valid: object
+
+    def forget(self, rows):
+        """A copy with rows ``rows`` holding nothing (a reset): neither history nor a factor."""
+        history, valid = self.history.copy(), self.valid.copy()
+        history[rows] = False
+        valid[rows] = False
+        return self._replace(history=history, valid=valid)
+
+
+SMOOTH = 0.5  # the memory is used where max_j |Δ²q_j| ≤ SMOOTH · max_j |Δq_j| (:func:`warm_start`)
+# Chord steps go on while each is accepted and cuts the convergence measure to CHORD_RATE of the last one, at most
+# CHORD_STEPS of them; then the LM goes on with a fresh Hessian. One: up to three at a rate of 0.25 ran the Ant
+# body at 0.001 s and a 10-link chain 0.8-0.9x as fast as one (the chord contracts too slowly where one step does
+# not converge; BENCHMARKS.md, "The Newton memory").
+CHORD_STEPS = 1
+CHORD_RATE = 0.25
+
+
+def warm_start(body, q_back, q_prev, q, q_pred, history):
+    """(x0 (B, nq), smooth (B,) bool): the LM's first point, q_k ⊕ (Δq + Δ²q) with Δq = q_k ⊖ q_{k−1} and
+    Δ²q = Δq − (q_{k−1} ⊖ q_{k−2}), where the motion is smooth — ``history`` (B,) is set and max_j |Δ²q_j| ≤
+    SMOOTH · max_j |Δq_j| — and q_pred = q_k ⊕ Δq elsewhere; ``smooth`` also says where the chord step may be
+    tried. Where the last step's motion changed by as much as the motion itself (an impact, a joint slammed into
+    its limit, a violent large step) the extrapolation is no better than the first-order guess, and on an energy
+    with several minima (rotations of a radian per step) it can start the solve in another one's basin."""
+    xp = xp_of(q)
+    d1 = difference(body, q_prev, q)
+    d2 = d1 - difference(body, q_back, q_prev)
+    smooth = history & (xp.max(xp.abs(d2), -1) <= SMOOTH * xp.max(xp.abs(d1), -1))
+    x = integrate(body, q, d1 + d2)
+    return xp.where(smooth[:, None], x, q_pred), smooth
+
+
+def chord_solve(factor, g):
+    """δ = −(L Lᵀ)⁻¹ g (B, nv) for lower Cholesky factors L (B, nv, nv)."""
+    xp = xp_of(g)
+    y = xp.linalg.solve(factor, -g[..., None])
+    return xp.linalg.solve(xp.swapaxes(factor, -1, -2), y)[..., 0]
+
+
+def cholesky_rows(A):
+    """(L (B, n, n), ok (B,) bool): the lower Cholesky factor of each A (B, n, n) where it is positive definite
+    (LAPACK's test; L is zero elsewhere)."""
+    xp = xp_of(A)
+    try:
+        return xp.linalg.cholesky(A), xp.ones(A.shape[0], dtype=bool)
+    except xp.linalg.LinAlgError:  # one indefinite member fails the whole call: one at a time
+        L, ok = xp.zeros_like(A), xp.zeros(A.shape[0], dtype=bool)
+        for i in range(A.shape[0]):
+            try:
+                L[i], ok[i] = xp.linalg.cholesky(A[i]), True
+            except xp.linalg.LinAlgError:
+                pass
+        return L, ok

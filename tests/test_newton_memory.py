@@ -1,0 +1,188 @@
+"""The Newton memory (integrators/newton.py): the second-order warm start, the chord first iteration, what the
+State keeps between steps, and the same decisions in the NumPy engine and the numba kernel."""
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import pbad_gym  # noqa: F401  (registers the environments)
+from pbad_gym import Simulator
+from pbad_gym.integrators.newton import SMOOTH, chord_solve, cholesky_rows, warm_start
+from pbad_gym.kinematics import integrate
+from pbad_gym.model import chain
+from pbad_gym.optim import levenberg_marquardt
+
+
+def test_warm_start_is_exact_for_motion_quadratic_in_time():
+    """Hinge coordinates are Euclidean: extrapolating the last two differences is exact for q(t) = a + bt + ct²,
+    and the first-order guess is off by 2c·Δt²."""
+    body = chain(4)
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.uniform(-1, 1, (3, body.nq)) * s for s in (1.0, 1.0, 0.5))
+    dt = 0.01
+    q = [a + b * t + c * t * t for t in (0.0, dt, 2 * dt, 3 * dt)]
+    pred = integrate(body, q[2], q[2] - q[1])
+    x0, smooth = warm_start(body, q[0], q[1], q[2], pred, np.ones(3, bool))
+    assert smooth.all()
+    np.testing.assert_allclose(x0, q[3], atol=1e-14)
+    np.testing.assert_allclose(pred - q[3], -2 * c * dt * dt, atol=1e-14)
+    x0, smooth = warm_start(body, q[0], q[1], q[2], pred, np.array([True, False, True]))
+    assert smooth.tolist() == [True, False, True] and np.array_equal(x0[1], pred[1])
+
+
+def test_warm_start_falls_back_where_the_motion_is_not_smooth():
+    """Where the last step's motion changed by more than SMOOTH of itself (an impact, a violent large step) the
+    first-order guess is kept and the chord step is not tried."""
+    body = chain(3)
+    q_back, q_prev = np.zeros((2, body.nq)), np.zeros((2, body.nq))
+    q_back[:, 0] = [-0.01, 0.01]  # row 0: moving steadily at 0.01 per step; row 1: reversed
+    q = np.full((2, body.nq), 0.0)
+    q[:, 0] = 0.01
+    pred = integrate(body, q, q - q_prev)
+    x0, smooth = warm_start(body, q_back, q_prev, q, pred, np.ones(2, bool))
+    assert smooth.tolist() == [True, False]
+    np.testing.assert_array_equal(x0[1], pred[1])
+    assert SMOOTH == 0.5
+
+
+def test_chord_solve_is_the_newton_step_of_the_factored_matrix():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((4, 6, 6))
+    A = X @ np.swapaxes(X, 1, 2) + 6 * np.eye(6)
+    g = rng.standard_normal((4, 6))
+    L, ok = cholesky_rows(A)
+    assert ok.all()
+    np.testing.assert_allclose(chord_solve(L, g), -np.linalg.solve(A, g[..., None])[..., 0], rtol=1e-12)
+    A[2] = -A[2]  # indefinite: no factor for that row alone
+    L, ok = cholesky_rows(A)
+    assert ok.tolist() == [True, True, False, True] and not L[2].any()
+
+
+def test_lm_reports_the_last_system_it_solved():
+    """A quadratic: one Newton step from any start, and the system it solved is H + μ0·diag(D)."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((3, 5, 5))
+    H = X @ np.swapaxes(X, 1, 2) + 5 * np.eye(5)
+    x_star = rng.standard_normal((3, 5))
+
+    def value_grad(x, idx):
+        h, xs = (H, x_star) if idx is None else (H[idx], x_star[idx])
+        d = x - xs
+        return 0.5 * np.einsum("bi,bij,bj->b", d, h, d), np.einsum("bij,bj->bi", h, d), h
+
+    res = levenberg_marquardt(value_grad, lambda h: (h, np.ones(h.shape[:2])), lambda x, idx, dx: x + dx,
+                              np.zeros((3, 5)), tol=1e-12, track_system=True)
+    np.testing.assert_allclose(res.x, x_star, atol=1e-10)
+    s = res.system
+    assert s.solved.all() and s.finite.all()
+    np.testing.assert_array_equal(s.H, H)
+    assert (s.mu > 0).all() and (s.mu <= 1e-6).all()
+    with pytest.raises(ValueError, match="compact"):
+        levenberg_marquardt(value_grad, lambda h: (h, np.ones(h.shape[:2])), lambda x, idx, dx: x + dx,
+                            np.zeros((3, 5)), track_system=True, compact=False)
+
+
+def _chain_run(backend, memory, steps=300, n=10, rows=4):
+    sim = Simulator(chain(n), dt=0.001, num_envs=rows, backend=backend, tol=1e-7)
+    its = 0
+    for _ in range(steps):
+        if not memory:
+            sim.state = sim.state._replace(newton=None)
+        its += int(sim.step(None)["iterations"].sum())
+    return sim, its / (steps * rows)
+
+
+def test_memory_saves_hessians_at_no_more_iterations(monkeypatch):
+    """A 10-link chain released at 0.001 s: with the memory one step in ten forms a Hessian (without: every step),
+    at no more iterations."""
+    from pbad_gym.integrators import pbad
+
+    rows = [0]
+    hessian = pbad.step_hessian
+
+    def counted(body, ctx):
+        rows[0] += ctx.kin.R.shape[0]
+        return hessian(body, ctx)
+
+    monkeypatch.setattr(pbad, "step_hessian", counted)
+    _, its_mem = _chain_run("numpy", True)
+    with_memory, rows[0] = rows[0], 0
+    _, its_ref = _chain_run("numpy", False)
+    assert with_memory < 0.2 * rows[0] and its_mem <= 1.05 * its_ref
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_the_memory_changes_a_step_only_within_the_tolerance(backend):
+    """From the same states, a step with and without the memory: the same q_{k+1} to the solver tolerance (the
+    chain is chaotic, so whole trajectories part at the rate its motion separates any two nearby ones). The
+    measure max_j |g_j|/D_j < 1e-7 bounds a solution's error up to the coupling of D⁻¹H, ~10 on this chain."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    sim, _ = _chain_run(backend, True, steps=100)
+    for _ in range(20):
+        start = sim.snapshot()
+        sim.step(None)
+        with_memory = np.array(sim.q)
+        sim.restore(start._replace(newton=None))
+        sim.step(None)
+        np.testing.assert_allclose(with_memory, sim.q, rtol=0, atol=1e-5)
+        sim.restore(start)
+        sim.step(None)
+
+
+def test_engines_take_the_same_decisions_with_the_memory():
+    """NumPy and the kernel, Spider-v3 (contact, the cone's re-solves, armature) for 4 env steps of 50 physics
+    steps: the same trajectories, iteration counts and memories."""
+    pytest.importorskip("numba")
+    out = []
+    for backend in ("numpy", "numba"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = gym.make_vec("pbad_gym/Spider-v3", num_envs=3, vectorization_mode="vector_entry_point",
+                               backend=backend)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        its = []
+        for _ in range(4):
+            _, _, _, _, info = env.step(rng.uniform(-1, 1, (3,) + env.single_action_space.shape))
+            its.append(np.asarray(info["iterations"]))
+        out.append((env.unwrapped.sim.state, its))
+    (a, ia), (b, ib) = out
+    np.testing.assert_allclose(b.q, a.q, atol=1e-10)
+    np.testing.assert_array_equal(np.array(ib), np.array(ia))
+    assert b.newton.valid.tolist() == a.newton.valid.tolist() and a.newton.valid.any()
+    np.testing.assert_allclose(b.newton.factor, a.newton.factor, rtol=1e-8, atol=1e-6)
+    np.testing.assert_allclose(b.newton.q_back, a.newton.q_back, atol=1e-10)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_reset_row_forgets_its_memory(backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    sim = Simulator(chain(3), dt=0.001, num_envs=3, backend=backend)
+    assert sim.state.newton is None
+    for _ in range(3):
+        sim.step(None)
+    assert sim.state.newton.history.all() and sim.state.newton.valid.all()
+    sim.reset(rows=[1])
+    m = sim.state.newton
+    assert m.history.tolist() == [True, False, True] and m.valid.tolist() == [True, False, True]
+    sim.step(None)
+    assert sim.state.newton.history.all()
+    sim.reset()
+    assert sim.state.newton is None
+
+
+def test_one_kernel_call_of_substeps_equals_single_calls():
+    """The memory travels in the State: n substeps in one call and n calls of one substep give the same numbers."""
+    pytest.importorskip("numba")
+    sims = [Simulator(chain(6), dt=0.001, num_envs=2, backend="numba") for _ in range(2)]
+    for s in sims:
+        s.reset(qd=np.full((2, 6), 1.5))
+    for _ in range(3):
+        sims[0].step(None, substeps=10)
+        for _ in range(10):
+            sims[1].step(None)
+    np.testing.assert_array_equal(sims[0].q, sims[1].q)
+    np.testing.assert_array_equal(sims[0].state.newton.factor, sims[1].state.newton.factor)
