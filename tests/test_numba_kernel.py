@@ -253,6 +253,27 @@ def test_kernel_cache_is_keyed_on_every_source_file(tmp_path, monkeypatch):
     jit.source_hash.cache_clear()
 
 
+
+def test_cache_stamp_covers_the_constants_compiled_in():
+    """Every module outside the kernel package that a kernel file imports an UPPER_CASE constant from is in the
+    stamp's sources: an edit there (a tolerance, a schedule) must recompile, not load a stale entry."""
+    import ast
+
+    from pbad_gym.kernels.numba import jit
+
+    root = jit._HERE.parent.parent
+    sources = {p.resolve() for p in jit._SOURCES}
+    missing = []
+    for path in jit._HERE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 3 and node.module:
+                if any(a.name.isupper() for a in node.names):
+                    target = root.joinpath(*node.module.split(".")).with_suffix(".py")
+                    if target.resolve() not in sources:
+                        missing.append(f"{path.name}: {node.module}")
+    assert not missing, missing
+    assert len(sources) >= 5
+
 def test_row_loops_compile_without_reference_counting():
     """The kernel's row loops run without the runtime's reference counts (half the kernel's time when they came
     back): the options ask for it, and this numba honours them — a helper taking arrays, called from a function

@@ -21,7 +21,7 @@ from ..kinematics import (difference, forward_kinematics, generalized_gradient, 
 from ..optim import LMResult
 from ..optim import lm as _lm
 from ..optim.lm import SolvedSystem, _acceptable
-from .newton import CHORD_RATE, CHORD_STEPS, NewtonMemory, cholesky_rows, chord_solve, warm_start
+from .newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, NewtonMemory, cholesky_rows, chord_solve, warm_start
 from .options import SolverOptions
 from .solve import minimize
 from .state import StepInfo, advance, contract_step, order2_state_velocity, with_kinematics
@@ -249,7 +249,7 @@ def solve_with_memory(body, data, options, x0, newton):
         E, g, _ = step_energy_grad(body, x[C], data.take(C), options.hessian)
         gnorm[C], energy[C] = xp.max(xp.abs(g) / newton.D[C], axis=-1), E
         done[C[gnorm[C] < tol]] = True
-        keep = gnorm[C] >= tol
+        keep = (gnorm[C] >= tol) & (gnorm[C] <= CHORD_GATE * tol)  # (beyond the gate: LM with a fresh Hessian)
         T, g = C[keep], g[keep]
         while T.size and its[T[0]] < min(CHORD_STEPS, options.max_iter):  # (the rows here share their count)
             DT = newton.D[T]

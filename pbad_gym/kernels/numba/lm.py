@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ...integrators.newton import CHORD_RATE, CHORD_STEPS, SMOOTH
+from ...integrators.newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, SMOOTH
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
 from .contact import cone_refresh, contact_update
@@ -156,7 +156,7 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
             D[j] = Dc[j]
         gnorm = _measure(gs[0], D)
         fresh = gnorm >= tol
-        while fresh and iters < CHORD_STEPS and iters < max_iter:
+        while fresh and gnorm <= CHORD_GATE * tol and iters < CHORD_STEPS and iters < max_iter:
             accept, E_try = chord_trial(m, fo, sc, qc, qpred, E, cu)
             iters += 1
             if not accept:
