@@ -117,6 +117,8 @@ class Simulator:
         max_iter, tol: optimiser limits (max_iter default: 50 for LM, 500 for L-BFGS); tol is the scaled
             gradient tolerance in units of q (rad, m), default 1e-9 in float64 and 1e-5 in float32.
         hessian: "exact" or "gauss_newton".
+        newton_memory: keep a Newton memory between order-2 LM steps (a second-order warm start and a chord first
+            iteration: docs/physics.md §2.5); off by default.
         order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, docs/physics.md §3).
         contact_model: "penalty" (contact energies in the step, docs/physics.md §2) or "impulse" (a contact-free PBAD
             step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of
@@ -155,7 +157,8 @@ class Simulator:
                  gravity=GRAVITY, max_iter=None, tol=None, hessian="exact", drag=None, contact=None,
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method=LCPOptions.method,
                  lcp_order=LCPOptions.order, lcp_iterations=LCPOptions.iterations, lcp_tol=LCPOptions.tol,
-                 lcp_omega=LCPOptions.omega, backend=None, limit_damping=0.0, spring=None, spring_rest=None):
+                 lcp_omega=LCPOptions.omega, backend=None, limit_damping=0.0, spring=None, spring_rest=None,
+                 newton_memory=SolverOptions.newton_memory):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         real_number(dt, "dt (time step in seconds)", positive=True)
@@ -163,7 +166,7 @@ class Simulator:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.dtype = check_dtype(dtype)
         self.options = SolverOptions.create(self.dtype, order=order, optimizer=optimizer, max_iter=max_iter, tol=tol,
-                                            hessian=hessian)
+                                            hessian=hessian, newton_memory=newton_memory)
         if self.options.order > 2 and integrator != "pbad":
             raise ValueError("collocation (order > 2) needs integrator='pbad'")
         self.body, self.dt, self.integrator = body, float(dt), integrator

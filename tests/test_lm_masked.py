@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import pbad_gym  # noqa: F401  (registers the environments)
-from pbad_gym.integrators import pbad
 from pbad_gym.integrators.pbad import pbad_step
 from pbad_gym.kinematics import integrate
 from pbad_gym.model import chain
@@ -68,9 +67,7 @@ def test_masked_lm_decides_on_the_host_once_per_iteration(masked, monkeypatch):
 @pytest.mark.parametrize("env_id", ["pbad_gym/Swimmer-v1", "pbad_gym/Spider-v1"])
 def test_envs_step_the_same_with_the_masked_lm(env_id, monkeypatch):
     """A random-action rollout on the NumPy backend (Spider-v1: contact, Coulomb friction, armature) is
-    identical with both LMs, observations, rewards and iteration counts (both without the Newton memory, which
-    the masked LM does not keep)."""
-    monkeypatch.setattr(pbad, "memory_enabled", lambda xp, options: False)
+    identical with both LMs, observations, rewards and iteration counts."""
     rng = np.random.default_rng(0)
 
     def rollout():
@@ -94,11 +91,9 @@ def test_envs_step_the_same_with_the_masked_lm(env_id, monkeypatch):
 
 @pytest.mark.parametrize("kwargs", [dict(order=3), dict(order=2, hessian="gauss_newton")], ids=["collocation", "gn"])
 def test_simulator_steps_the_same_with_the_masked_lm(kwargs, monkeypatch):
-    """Collocation (LM on a square-root factor, solved by QR) and the Gauss-Newton Hessian, masked vs compacted
-    (without the Newton memory, which the masked LM does not keep)."""
+    """Collocation (LM on a square-root factor, solved by QR) and the Gauss-Newton Hessian, masked vs compacted."""
     from pbad_gym import Simulator
 
-    monkeypatch.setattr(pbad, "memory_enabled", lambda xp, options: False)
     rng = np.random.default_rng(3)
     body = chain(4)
     q0 = integrate(body, np.tile(body.q0(), (5, 1)), rng.uniform(-0.5, 0.5, (5, body.nv)))

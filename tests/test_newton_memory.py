@@ -84,7 +84,7 @@ def test_lm_reports_the_last_system_it_solved():
 
 
 def _chain_run(backend, memory, steps=300, n=10, rows=4):
-    sim = Simulator(chain(n), dt=0.001, num_envs=rows, backend=backend, tol=1e-7)
+    sim = Simulator(chain(n), dt=0.001, num_envs=rows, backend=backend, tol=1e-7, newton_memory=True)
     its = 0
     for _ in range(steps):
         if not memory:
@@ -140,7 +140,7 @@ def test_engines_take_the_same_decisions_with_the_memory():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             env = gym.make_vec("pbad_gym/Spider-v3", num_envs=3, vectorization_mode="vector_entry_point",
-                               backend=backend)
+                               backend=backend, newton_memory=True)
         env.reset(seed=0)
         rng = np.random.default_rng(0)
         its = []
@@ -160,7 +160,7 @@ def test_engines_take_the_same_decisions_with_the_memory():
 def test_a_reset_row_forgets_its_memory(backend):
     if backend == "numba":
         pytest.importorskip("numba")
-    sim = Simulator(chain(3), dt=0.001, num_envs=3, backend=backend)
+    sim = Simulator(chain(3), dt=0.001, num_envs=3, backend=backend, newton_memory=True)
     assert sim.state.newton is None
     for _ in range(3):
         sim.step(None)
@@ -177,7 +177,7 @@ def test_a_reset_row_forgets_its_memory(backend):
 def test_one_kernel_call_of_substeps_equals_single_calls():
     """The memory travels in the State: n substeps in one call and n calls of one substep give the same numbers."""
     pytest.importorskip("numba")
-    sims = [Simulator(chain(6), dt=0.001, num_envs=2, backend="numba") for _ in range(2)]
+    sims = [Simulator(chain(6), dt=0.001, num_envs=2, backend="numba", newton_memory=True) for _ in range(2)]
     for s in sims:
         s.reset(qd=np.full((2, 6), 1.5))
     for _ in range(3):
@@ -186,3 +186,22 @@ def test_one_kernel_call_of_substeps_equals_single_calls():
             sims[1].step(None)
     np.testing.assert_array_equal(sims[0].q, sims[1].q)
     np.testing.assert_array_equal(sims[0].state.newton.factor, sims[1].state.newton.factor)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_the_memory_is_off_unless_asked_for(backend):
+    """By default no State carries a memory and a step is the memoryless one: the same numbers as a step whose
+    State had its memory dropped, and a bad value names the argument."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    plain = Simulator(chain(6), dt=0.001, num_envs=2, backend=backend, tol=1e-7)
+    assert plain.options.newton_memory is False
+    remembering = Simulator(chain(6), dt=0.001, num_envs=2, backend=backend, tol=1e-7, newton_memory=True)
+    for _ in range(30):
+        plain.step(None)
+        remembering.step(None)
+        remembering.state = remembering.state._replace(newton=None)
+    assert plain.state.newton is None
+    np.testing.assert_array_equal(plain.q, remembering.q)
+    with pytest.raises(ValueError, match="newton_memory"):
+        Simulator(chain(2), dt=0.001, newton_memory="yes")

@@ -52,6 +52,8 @@ def add_arguments(p):
     p.add_argument("--tol", type=float, default=TOL,
                    help=f"PBAD's solver tolerance [rad], both families (default {TOL:g}: the environments')")
     p.add_argument("--no-mujoco", action="store_true", help="skip mujoco.rollout even if installed")
+    p.add_argument("--newton-memory", action="store_true",
+                   help="PBAD with the solver's Newton memory (Simulator newton_memory=True; docs/physics.md §2.5)")
 
 
 def _vec(x):
@@ -113,12 +115,13 @@ def legged_xml(n_legs):
     return ET.tostring(root, encoding="unicode")
 
 
-def _spider_env(n_legs, num_envs, dt, tol):
-    """Spider-v3 with ``n_legs`` legs, physics step ``dt`` [s] and solver tolerance ``tol`` [rad], reset (seed 0)."""
+def _spider_env(n_legs, num_envs, dt, tol, newton_memory=False):
+    """Spider-v3 with ``n_legs`` legs, physics step ``dt`` [s] and solver tolerance ``tol`` [rad] (and the Newton
+    memory where asked for), reset (seed 0)."""
     from ..envs.spider import SpiderV3VectorEnv
 
     cls = type(f"SpiderV3With{n_legs}Legs", (SpiderV3VectorEnv,), {"n_legs": n_legs})
-    env = cls(num_envs=num_envs, dt=dt, tol=tol)
+    env = cls(num_envs=num_envs, dt=dt, tol=tol, newton_memory=newton_memory)
     env.reset(seed=0)
     return env
 
@@ -195,14 +198,14 @@ def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=fl
     return (family, size, dof, engine, dt, tol, batch, threads, rate, rate * dt, iterations, converged)
 
 
-def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL):
+def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL, newton_memory=False):
     """Rows of the chain family (see the module docstring)."""
     from ..model import chain
     from ..simulator import Simulator
 
     for n in ns:
         for engine, dt in (("pbad", CHAIN_DTS["pbad"]), ("pbad", CHAIN_DTS["mujoco"])):
-            sim = Simulator(chain(n), dt=dt, num_envs=batch, backend="numba", tol=tol)
+            sim = Simulator(chain(n), dt=dt, num_envs=batch, backend="numba", tol=tol, newton_memory=newton_memory)
             substeps = int(round(CONTROL_INTERVAL / dt))
             yield _row("chain", n, n, engine, dt, tol, batch, threads, *time_pbad(sim, substeps, sim_seconds))
         if with_mujoco:
@@ -225,12 +228,12 @@ def _random_torques(env, seed):
     return start
 
 
-def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0):
+def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0, newton_memory=False):
     """Rows of the Spider-like family (see the module docstring)."""
     for n_legs in legs:
         dof = 6 + 2 * n_legs
         for dt in (LEGGED_DTS["pbad"], LEGGED_DTS["mujoco"]):
-            env = _spider_env(n_legs, batch, dt, tol)
+            env = _spider_env(n_legs, batch, dt, tol, newton_memory)
             yield _row("legged", n_legs, dof, "pbad", dt, tol, batch, threads,
                        *time_pbad(env.sim, env.frame_skip, sim_seconds, _random_torques(env, seed)))
             env.close()
@@ -325,13 +328,15 @@ def run(args):
     out = out_dir(args.out, "scaling_n")
     print(f"pbad-bench scaling-n on {machine()}, {stamp()}; {args.threads} threads, {seconds} simulated s per case "
           f"after {WARMUP_SIM} s, "
-          f"tol {args.tol:g} rad"
+          f"tol {args.tol:g} rad{', Newton memory' if args.newton_memory else ''}"
           f"{'' if with_mujoco else ' (MuJoCo not measured)'}")
     per_body = 2 + with_mujoco
     rows = []
     with tqdm(total=per_body * (len(ns) + len(legs)), desc="scaling-n", unit="case") as bar:
-        for row in itertools.chain(chain_cases(ns, chain_batch, args.threads, seconds, with_mujoco, args.tol),
-                                   legged_cases(legs, legged_batch, args.threads, seconds, with_mujoco, args.tol)):
+        mem = dict(newton_memory=args.newton_memory)
+        for row in itertools.chain(chain_cases(ns, chain_batch, args.threads, seconds, with_mujoco, args.tol, **mem),
+                                   legged_cases(legs, legged_batch, args.threads, seconds, with_mujoco, args.tol,
+                                                **mem)):
             rows.append(row)
             bar.update()
     write_csv(out / "scaling_n.csv", rows, HEADER)

@@ -70,7 +70,8 @@ def forward_step(spec, qp, qc, ta, memory):
 
         o = spec.options
         r = kernel_step(body, qp, qc, ta, spec.dt, spec.forces, max_iter=o.max_iter, tol=o.tol, hessian=o.hessian,
-                        contact=memory, finish=params is not None, newton=spec.newton)
+                        contact=memory, finish=params is not None, newton=spec.newton,
+                        newton_memory=o.newton_memory)
         spec.newton = r.newton
         # r.contact: the fields (P, active, normal, anchor)
         nxt = None if params is None else ContactMemory(*(np.array(a) for a in r.contact))

@@ -26,7 +26,9 @@ Conventions shared by both forms:
   its actuators can supply since its reset (:mod:`pbad_gym.envs.divergence`), or whose solver has not converged
   for more than ``max_unconverged_steps`` consecutive steps, is truncated with ``info["diverged"]``, reward 0,
   its last finite observation, and restored to its pre-step state until the autoreset; the others are
-  unaffected.
+  unaffected;
+- ``newton_memory=True`` keeps the solver's Newton memory between physics steps (``Simulator``'s option,
+  docs/physics.md §2.5; off by default).
 """
 from __future__ import annotations
 
@@ -206,7 +208,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                  contact_model="penalty", lcp_method="block_pgs", lcp_omega=1.0, lcp_iterations=50, lcp_tol=1e-6,
                  device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
-                 render_num_envs=4, array_type="numpy", frame_skip=1, autoreset_mode=AutoresetMode.NEXT_STEP):
+                 render_num_envs=4, array_type="numpy", frame_skip=1, autoreset_mode=AutoresetMode.NEXT_STEP,
+                 newton_memory=SolverOptions.newton_memory):
         self.num_envs = _positive_int(num_envs, "num_envs")
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
@@ -239,7 +242,8 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                            lcp_iterations=lcp_iterations, lcp_tol=lcp_tol)
         tol = DEFAULT_TOL[check_dtype(dtype)] if tol is None else tol
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
-                             max_iter=max_iter, tol=tol, order=order, backend=backend, **options)
+                             max_iter=max_iter, tol=tol, order=order, backend=backend, newton_memory=newton_memory,
+                             **options)
         self.dt = self.sim.dt * self.frame_skip  # the control interval: an env step holds its action this long
         ground = self.sim.forces.contact if self.sim.impulse is None else self.sim.impulse
         self.energy_budget = EnergyBudget(self.sim, self.actuated, self.gear,

@@ -44,7 +44,10 @@ class SolverOptions:
     order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation). optimizer: "lm", "lbfgs" (initial
     inverse Hessian: the Gauss-Newton diagonal) or "lbfgs_hessian" (the inverse Gauss-Newton Hessian at the warm
     start). max_iter: iteration cap per step. tol: scaled-gradient tolerance in units of q (rad, m).
-    hessian: "exact" or "gauss_newton" (LM's model of the order-2 energy).
+    hessian: "exact" or "gauss_newton" (LM's model of the order-2 energy). newton_memory: order 2 with LM keeps a
+    Newton memory between steps — a second-order warm start and a chord first iteration with the last step's
+    factor (docs/physics.md §2.5); off by default: it pays on smooth motion at small Δt (a 40-link chain at
+    0.001 s 1.3-1.5x faster) and costs elsewhere (an 80-link chain 0.6x; BENCHMARKS.md, "The Newton memory").
     """
 
     order: int = 2
@@ -52,6 +55,7 @@ class SolverOptions:
     max_iter: int = _MAX_ITER["lm"][0]
     tol: float = _TOL[np.dtype(np.float64)]
     hessian: str = "exact"
+    newton_memory: bool = False
 
     def __post_init__(self):
         if isinstance(self.order, bool) or self.order not in (2,) + COLLOCATION_ORDERS:
@@ -59,19 +63,24 @@ class SolverOptions:
                              f"{self.order!r}")
         _choice(self.optimizer, "optimizer", OPTIMIZERS)
         _choice(self.hessian, "hessian", HESSIANS)
+        if not isinstance(self.newton_memory, (bool, np.bool_)):
+            raise ValueError(f"newton_memory must be True or False, got {self.newton_memory!r}")
+        object.__setattr__(self, "newton_memory", bool(self.newton_memory))
         object.__setattr__(self, "order", int(self.order))
         object.__setattr__(self, "max_iter", _positive_int(self.max_iter, "max_iter"))
         object.__setattr__(self, "tol", real_number(self.tol, "tol (solver tolerance in rad or m)", positive=True))
 
     @classmethod
-    def create(cls, dtype=np.float64, *, order=2, optimizer="lm", max_iter=None, tol=None, hessian="exact"):
+    def create(cls, dtype=np.float64, *, order=2, optimizer="lm", max_iter=None, tol=None, hessian="exact",
+               newton_memory=newton_memory):
         """Options with the defaults for ``dtype`` and ``optimizer`` filled in where max_iter / tol are None."""
         _choice(optimizer, "optimizer", OPTIMIZERS)
         if max_iter is None:
             max_iter = _MAX_ITER[optimizer][order != 2]
         if tol is None:
             tol = _TOL[np.dtype(dtype)]
-        return cls(order=order, optimizer=optimizer, max_iter=max_iter, tol=tol, hessian=hessian)
+        return cls(order=order, optimizer=optimizer, max_iter=max_iter, tol=tol, hessian=hessian,
+                   newton_memory=newton_memory)
 
 
 @dataclass(frozen=True)

@@ -323,9 +323,10 @@ def _merge_rows(res, rows, sub):
 
 
 def memory_enabled(xp, options):
-    """Whether the step keeps and uses a Newton memory (integrators/newton.py): with LM compacted (NumPy). The
-    masked LM of device arrays runs without (its chord stage would need host decisions)."""
-    return options.optimizer == "lm" and _lm._compacts(xp)
+    """Whether the step keeps and uses a Newton memory (integrators/newton.py): where ``options.newton_memory``
+    asks for it, with LM compacted (NumPy). The masked LM of device arrays runs without (its chord stage would
+    need host decisions)."""
+    return options.newton_memory and options.optimizer == "lm" and _lm._compacts(xp)
 
 
 @contract_step(order2_state_velocity)

@@ -143,11 +143,12 @@ def _launch(kernel, B, args):
 
 
 def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None,
-                     finish=False, newton=None):
+                     finish=False, newton=None, newton_memory=False):
     """The fused GPU step: same arguments and :class:`~pbad_gym.kernels.numba.step.KernelStep` result as
     ``kernels.numba.step.kernel_step`` (one substep), every array a CuPy array on the device (NumPy under the
     simulator): q_prev, q_cur (B, nq), tau (B, nv) in q_cur's dtype (float32 or float64), ``newton`` the state's
-    NewtonMemory or None. One kernel launch; nothing waits for the GPU here."""
+    NewtonMemory or None (used and returned only with ``newton_memory``). One kernel launch; nothing waits for
+    the GPU here."""
     from .kernel import step_kernel
 
     if hessian not in HESSIANS:
@@ -164,7 +165,7 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
         if tuple(a.shape) != shape:
             raise ValueError(f"{name} must have shape {shape}, got {tuple(a.shape)}")
     q_prev, q_cur, tau = (xp.ascontiguousarray(a, dtype=dtype) for a in (q_prev, q_cur, tau))
-    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
+    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype, bool(newton_memory))
     n_s = consts[0].contact_r.shape[0]
     has_contact = forces.contact is not None
     if has_contact:
@@ -196,8 +197,9 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
     else:
         outs, out_args = (), empty
     work = scratch(consts, B, nq, dtype)
-    if newton is None:
-        memory = NewtonMemory(q_prev, xp.zeros(B, np.bool_), xp.zeros((B, nv, nv), dtype), xp.zeros((B, nv), dtype),
+    if newton is None or not newton_memory:  # (without the memory: no factor, zero-size)
+        k = nv if newton_memory else 0
+        memory = NewtonMemory(q_prev, xp.zeros(B, np.bool_), xp.zeros((B, k, k), dtype), xp.zeros((B, k), dtype),
                               xp.zeros(B, dtype), xp.zeros(B, np.bool_))
     else:  # copies: the kernel writes the new memory into them
         memory = NewtonMemory(xp.ascontiguousarray(newton.q_back, dtype=dtype), *(
@@ -207,7 +209,7 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
             dev.arg(q_prev), dev.arg(q_cur), dev.arg(tau), *c_in, dev.out(out_q),
             dev.out(out_it), dev.out(out_gn), dev.out(out_conv), int(finish), *out_args, *work.values())
     _launch(step_kernel, B, args)
-    memory = memory._replace(q_back=q_prev, history=xp.ones(B, np.bool_))
+    memory = memory._replace(q_back=q_prev, history=xp.ones(B, np.bool_)) if newton_memory else None
     if not finish:
         return KernelStep(out_q, out_it, out_gn, out_conv, newton=memory)
     qd, R, t, w, v = outs[:5]

@@ -27,8 +27,9 @@ class StepConstants(NamedTuple):
     armature a/Δt/Δt, and the armature's part of the Gauss-Newton diagonal a/(Δt·Δt) (rounded as the NumPy
     reference rounds each), spring (nv,) [N m/rad or N/m] and spring_rest (nq,) (zeros when off). Switches (int):
     has_gravity, has_drag, has_contact, friction (FRICTION_CODES), has_limits, has_damping, has_armature,
-    has_spring, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes and
-    cap_applied (Coulomb friction capped by the applied normal force). Scalars (float64): dt [s], tol (units of
+    has_spring, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes,
+    cap_applied (Coulomb friction capped by the applied normal force) and newton_memory (the LM's Newton memory:
+    integrators/newton.py). Scalars (float64): dt [s], tol (units of
     q), limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps (slip velocity × Δt [m]), height [m],
     cone_tol, mach_eps (the engine dtype's epsilon), mu0 (the LM's initial damping)."""
 
@@ -49,6 +50,7 @@ class StepConstants(NamedTuple):
     max_iter: int
     cone_passes: int
     cap_applied: int
+    newton_memory: int
     dt: float
     tol: float
     limit_k: float
@@ -71,7 +73,7 @@ ARRAY_FIELDS = tuple(k for k, t in StepConstants.__annotations__.items()
 
 def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants:
     """The :class:`StepConstants` of a ForceModel ``forces``, step size ``dt`` [s] and SolverOptions ``options``
-    (its max_iter, tol and hessian) for ``body`` in the engine ``dtype``."""
+    (its max_iter, tol, hessian and newton_memory) for ``body`` in the engine ``dtype``."""
     dtype = np.dtype(dtype)
     f = lambda a: np.ascontiguousarray(np.asarray(a, dtype=dtype))  # noqa: E731
     c = forces.contact
@@ -92,6 +94,7 @@ def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants
         has_damping=int(forces.has_damping), has_armature=int(body.has_armature),
         exact=int(options.hessian == "exact"), max_iter=int(options.max_iter),
         cone_passes=int(c.cone_passes) if coulomb_applied else 0, cap_applied=int(coulomb_applied),
+        newton_memory=int(options.newton_memory),
         dt=dt, tol=float(options.tol), limit_k=float(forces.limit_stiffness), limit_d=float(forces.limit_damping),
         mach_eps=float(np.finfo(dtype).eps), mu0=MU0, **_contact(c, dt))
 

@@ -25,7 +25,7 @@ def step(model, state, tau, options, substeps=1):
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
                     tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, substeps=n,
-                    newton=state.newton)
+                    newton=state.newton, newton_memory=options.newton_memory)
     contact, force = state.contact, state.force
     if r.contact is not None:
         contact, force = ContactMemory(*r.contact), r.force

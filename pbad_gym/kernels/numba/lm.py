@@ -105,7 +105,7 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
     ``back``: q_back (B, nq) holds q_{k−2}, and the LM starts from the second-order :func:`warm_start` (else from
     q_k ⊕ (q_k ⊖ q_{k−1})). ``chord``: sc.Af, sc.Dc, sc.mc hold a Newton memory (valid where sc.mc[0] != 0; its
     first iteration is then :func:`chord_trial`, a fresh Hessian only where that does not converge); the step
-    leaves its own there (:func:`keep_factor`).
+    leaves its own there (:func:`keep_factor`). Both only with fo.newton_memory (else the memoryless step).
 
     With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
     no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
@@ -137,6 +137,7 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
     prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred)
     # Levenberg-Marquardt (optim/lm.py) from the warm start
     Dc, mc = sc.Dc, sc.mc
+    back, chord = back and fo.newton_memory != 0, chord and fo.newton_memory != 0
     if not chord:
         mc[0] = 0.0
     cu = 0
@@ -219,6 +220,8 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
                     gn_try = _measure(gs[nx], D)
                 cu, E, gnorm = nx, E_try, gn_try
     conv = gnorm < tol
+    if fo.newton_memory == 0:
+        mc[0] = 0.0  # (nothing to keep: batch.store_memory writes no factor)
     for k in range(nq):
         out_q[r, k] = xs[cu, k]
     out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv

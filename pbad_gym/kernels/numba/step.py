@@ -59,16 +59,16 @@ def body_arrays(body, dtype):
     return body.arrays(np, dtype)
 
 
-def _constants(body, forces, dt, max_iter, tol, hessian, dtype):
+def _constants(body, forces, dt, max_iter, tol, hessian, dtype, newton_memory=False):
     """(BodyArrays, StepConstants, a dict of cached work arrays) of one simulation's options, memoised by identity
     (a stepping loop pays one dict lookup per call); max_iter / tol None take SolverOptions' defaults."""
-    key = (id(forces), id(body), dt, max_iter, tol, hessian, dtype)
+    key = (id(forces), id(body), dt, max_iter, tol, hessian, dtype, newton_memory)
     hit = _FORCES.get(key)
     if hit is not None and hit[0] is forces and hit[1] is body:
         return hit[2]
     if len(_FORCES) > 64:
         _FORCES.clear()
-    options = SolverOptions.create(dtype, max_iter=max_iter, tol=tol, hessian=hessian)
+    options = SolverOptions.create(dtype, max_iter=max_iter, tol=tol, hessian=hessian, newton_memory=newton_memory)
     consts = (body_arrays(body, dtype), step_constants(body, forces, dt, options, dtype), {})
     _FORCES[key] = (forces, body, consts)
     return consts
@@ -136,15 +136,16 @@ def actuator_arrays(actuated, gear, dtype):
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                substeps=1, newton=None):
+                substeps=1, newton=None, newton_memory=False):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
     the environment reads of the new state, from the same call (velocity, kinematics, new contact memory and
     force), and then ``substeps`` steps under the same tau in that one call (each row's state, contact memory and
     Newton memory carried from substep to substep inside the kernel; the same numbers as that many single calls),
-    every substep's configuration and velocity kept. ``newton``: the state's NewtonMemory (integrators/newton.py)
-    or None (none yet: first-order warm start, fresh Hessians); the new one is returned (never written into the
-    one passed). Inputs that are already C-contiguous arrays of the kernel's dtype and shape are passed as they
-    are."""
+    every substep's configuration and velocity kept. With ``newton_memory`` (SolverOptions.newton_memory) the
+    step keeps a Newton memory: ``newton`` is the state's NewtonMemory (integrators/newton.py) or None (none yet:
+    first-order warm start, fresh Hessians) and the new one is returned (never written into the one passed);
+    without, both are None. Inputs that are already C-contiguous arrays of the kernel's dtype and shape are
+    passed as they are."""
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     if not isinstance(forces, ForceModel):
@@ -157,7 +158,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
         raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
     B, nq, nv = q_cur.shape[0], body.nq, body.nv
     tau = _arr(tau, dtype, (B, nv))
-    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype)
+    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype, bool(newton_memory))
     m, fo, empty = consts
     n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
@@ -165,7 +166,9 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     # rotating slots, the Newton memory in HV, MF, MD, MM, MV
     Q = np.empty((n + 3, B, nq), dtype)
     Q[1], Q[2] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
-    HV, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype)
+    if not newton_memory:
+        newton = None
+    HV, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype) if newton_memory else _no_memory(empty, B, dtype)
     Q[0] = Q[1] if newton is None else _arr(newton.q_back, dtype, (B, nq))
     if has_contact:
         CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
@@ -188,7 +191,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
          (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, CONV, int(finish), *outs))
     q, its = Q[n + 2], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
-    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV)  # (Q[n]: the next step's q_{k−2})
+    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV) if newton_memory else None  # (q_{k−2} next)
     if not finish:
         return KernelStep(q, its, GN[n - 1], conv, newton=memory)
     QD, R, t, w, v, force = outs
@@ -196,6 +199,16 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[n - 1], t[n - 1], w[n - 1], v[n - 1]),
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
                       Q[n + 1], Q[3:], QD, Kinematics(R, t, w, v), memory)
+
+
+def _no_memory(empty, B, dtype):
+    """(HV, MF, MD, MM, MV) without a Newton memory: nothing valid, no factor (zero-size; cached: the kernel
+    never writes them when fo.newton_memory is 0)."""
+    key = ("no-memory", B)
+    if key not in empty:
+        empty[key] = (np.zeros(B, np.bool_), np.zeros((B, 0, 0), dtype), np.zeros((B, 0), dtype), np.zeros(B, dtype),
+                      np.zeros(B, np.bool_))
+    return empty[key]
 
 
 def _newton_arrays(newton, B, nv, dtype):
