@@ -18,6 +18,8 @@ Two things make a converged step cheap when Δt is small beside the motion:
 The step energy (and so the armature term's target, the first-order prediction) is unchanged. The memory lives in
 the State (``State.newton``); a reset or a restored row has none (its first step starts first-order, with a fresh
 Hessian). Both engines (NumPy here, the numba kernel's lm.step_row) take the same decisions.
+It is an option, off by default (``SolverOptions.newton_memory``): on long stiff chains the extrapolation
+rings on the solves' residual errors and costs more iterations than it saves (docs/physics.md §2.5).
 """
 from __future__ import annotations
 
