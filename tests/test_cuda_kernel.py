@@ -98,6 +98,23 @@ def test_cudasim_float32_close_to_numba_kernel(cudasim, case):
     assert max(v for k, v in r.items() if k not in ("same_iterations", "seconds")) <= 1e-2, r
 
 
+
+def test_resource_script_passes_every_kernel_argument():
+    """scripts/cuda_resources.py builds each fused kernel's argument types by hand: one per parameter, or the sm_90
+    compile (slow, and skipped without numba-cuda) fails on a signature mismatch."""
+    import importlib.util
+    import inspect
+
+    from pbad_gym.kernels.cuda import kernel
+
+    spec = importlib.util.spec_from_file_location("cuda_resources", HERE.parent / "scripts" / "cuda_resources.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    body, forces = script._body("chain10")
+    step, finish, terms, _ = script._arguments(body, forces, np.dtype(np.float64))
+    for fn, values in ((kernel.step_kernel, step), (kernel.finish_kernel, finish), (kernel.terms_kernel, terms)):
+        assert len(values) == len(inspect.signature(fn.py_func).parameters), fn.py_func.__name__
+
 @pytest.mark.slow
 def test_kernels_compile_for_sm90():
     """The fused kernels compile for the device's target, not only run in the simulator (which executes Python and
