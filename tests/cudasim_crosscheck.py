@@ -63,6 +63,8 @@ def _sim_case(body, steps, B, scale, dtype=np.float64, reset_at=None, seed=0, **
                 s.reset(q=qr, rows=[0])
             finish = _state_diffs(sims)
     out = {"dq": dq, "same_iterations": same_iters, **_state_diffs(sims)}
+    if kw.get("newton_memory"):  # rows whose memory holds a factor at the end, in each backend
+        out["memory_rows"] = [int(np.asarray(s.state.newton.valid).sum()) for s in sims]
     if finish is not None:
         out["finish"] = max(finish.values())
     return out
@@ -101,6 +103,8 @@ def run(case):
 
     if case == "chain":
         return _sim_case(chain(4), 20, 3, 0.01, dt=0.01, reset_at=9)
+    if case == "chain_memory":  # the Newton memory (second-order warm start, chord steps), a row reset mid-way
+        return _sim_case(chain(4), 30, 3, 0.01, dt=0.001, tol=1e-7, newton_memory=True, reset_at=14)
     if case == "chain_float32":
         return _sim_case(chain(4), 10, 3, 0.01, dtype=np.float32, dt=0.01)
     if case == "tree":  # every joint type, drag, limits, armature, damping, viscous contact
@@ -120,7 +124,7 @@ def run(case):
     raise KeyError(case)
 
 
-CASES = ("chain", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2", "spider_float32")
+CASES = ("chain", "chain_memory", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2", "spider_float32")
 
 if __name__ == "__main__":
     from numba.core import config

@@ -27,7 +27,7 @@ from pbad_gym.model import chain  # noqa: E402
 from pbad_gym.simulator import Simulator  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-F64_CASES = ("chain", "tree", "free_ball", "swimmer", "spider", "spider_v2")
+F64_CASES = ("chain", "chain_memory", "tree", "free_ball", "swimmer", "spider", "spider_v2")
 F32_CASES = ("chain_float32", "spider_float32")
 
 
@@ -86,7 +86,9 @@ def test_cudasim_float64_matches_numba_kernel(cudasim, case):
     row: the finish kernel), and for the environments the same observations and rewards."""
     r = cudasim[case]
     assert r["same_iterations"], r
-    diffs = {k: v for k, v in r.items() if k not in ("same_iterations", "seconds")}
+    if "memory_rows" in r:  # the Newton memory was kept (and so used) in both
+        assert r["memory_rows"][0] == r["memory_rows"][1] > 0, r
+    diffs = {k: v for k, v in r.items() if k not in ("same_iterations", "seconds", "memory_rows")}
     assert max(diffs.values()) <= 1e-10, diffs
 
 
