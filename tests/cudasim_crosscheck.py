@@ -124,7 +124,8 @@ def run(case):
     raise KeyError(case)
 
 
-CASES = ("chain", "chain_memory", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2", "spider_float32")
+CASES = ("chain", "chain_memory", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2",
+         "spider_float32")
 
 if __name__ == "__main__":
     from numba.core import config
