@@ -227,11 +227,11 @@ def solve_step(body, data, options, record_history=False, x0=None, max_iter=None
         H, D = step_hessian(body, ctx._replace(hessian="gauss_newton"))  # SPD
         return D, (xp_of(H).linalg.inv(H) if matrix else None)
 
-    extra = {"track_system": True, "max_iter": max_iter} if track_system else {"max_iter": max_iter}
+    extra = {"track_system": True} if track_system else {}  # (an LM option: L-BFGS takes none)
     res = minimize(lambda x, idx: step_energy_grad(body, x, data.take(idx), options.hessian),
                    lambda x, idx, dx: integrate(body, x, dx), data.q_pred if x0 is None else x0, options,
                    hessian=lambda ctx: step_hessian(body, ctx), initial_inverse=initial_inverse,
-                   record_history=record_history, **extra)
+                   record_history=record_history, max_iter=max_iter, **extra)
     return res.x, res
 
 

@@ -191,7 +191,8 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
                 mu = min(mu * MU_GROW, MU_MAX)
                 code = _damped_step(H, D, mu, g, Af, dx, piv)
                 length2 = _length2(dx, D)
-            keep_factor(code, mu, D, Dc, mc)
+            if fo.newton_memory != 0:
+                keep_factor(code, mu, D, Dc, mc)
             ok = code != 0
             gdx = 0.0
             for j in range(nv):
@@ -220,8 +221,6 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
                     gn_try = _measure(gs[nx], D)
                 cu, E, gnorm = nx, E_try, gn_try
     conv = gnorm < tol
-    if fo.newton_memory == 0:
-        mc[0] = 0.0  # (nothing to keep: batch.store_memory writes no factor)
     for k in range(nq):
         out_q[r, k] = xs[cu, k]
     out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
