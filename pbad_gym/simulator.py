@@ -13,7 +13,7 @@ import numpy as np
 
 from .arrays import check_dtype, get_xp, real_number, to_numpy
 from .dynamics import GRAVITY, energy
-from .energies import contact_state, make_force_model, sphere_forces
+from .energies import DEFAULT_SPRINGS, contact_state, make_force_model, sphere_forces
 from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
                           collocation, explicit_step, impulse, pbad)
 from .integrators.collocation import node_velocity, start_node
@@ -132,6 +132,10 @@ class Simulator:
         limit_stiffness: penalty stiffness [N m/rad] of the joint ranges (0: limits off).
         limit_damping: damping [N m s/rad] of the limit penalty while a joint drives into its limit (0: off;
             order 2 only).
+        limit_springs: where the limit penalty's spring sits in time within a step: "implicit" (default; at the
+            step's end) or "trapezoidal" (Newmark's average acceleration: no numerical dissipation of the penalty's
+            oscillation; docs/physics.md §2.4, energies/penalty.py; order 2 only). The ground's is the contact's
+            ``springs`` field.
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
         spring: per-DOF joint spring stiffness (nv,) or scalar [N m/rad or N/m], the potential k/2·‖q ⊖ q_rest‖²
             (PBAD only; None: off); spring_rest: its rest configuration (nq,), default ``body.q0()``.
@@ -158,7 +162,7 @@ class Simulator:
                  limit_stiffness=0.0, damping=None, order=2, contact_model="penalty", lcp_method=LCPOptions.method,
                  lcp_order=LCPOptions.order, lcp_iterations=LCPOptions.iterations, lcp_tol=LCPOptions.tol,
                  lcp_omega=LCPOptions.omega, backend=None, limit_damping=0.0, spring=None, spring_rest=None,
-                 newton_memory=SolverOptions.newton_memory):
+                 newton_memory=SolverOptions.newton_memory, limit_springs=DEFAULT_SPRINGS):
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         real_number(dt, "dt (time step in seconds)", positive=True)
@@ -186,12 +190,16 @@ class Simulator:
             params = impulse.make_impulse_contact(contact)
             contact = None  # no penalty energies in the step
         self.forces = make_force_model(body, gravity, drag, contact, limit_stiffness, damping, limit_damping, spring,
-                                       spring_rest)
-        normal_damping = self.forces.contact is not None and self.forces.contact.normal_damping > 0
+                                       spring_rest, limit_springs)
+        c = self.forces.contact
+        normal_damping = c is not None and c.normal_damping > 0
         if self.options.order > 2 and (normal_damping or self.forces.limit_damping > 0):
             raise ValueError("the contact's normal_damping and limit_damping are terms of the order-2 step (they damp "
                              "the change since q_k); collocation (order > 2) does not model them: set them to 0 or "
                              "use order=2")
+        if self.options.order > 2 and "trapezoidal" in (self.forces.limit_springs, getattr(c, "springs", None)):
+            raise ValueError("limit_springs and the contact's springs 'trapezoidal' are terms of the order-2 step "
+                             "(they read q_k and q_{k-1}); collocation (order > 2) takes 'implicit'")
         extra = (self.forces.drag is not None or self.forces.contact is not None
                  or self.forces.limit_stiffness > 0 or self.forces.has_damping or self.forces.has_spring)
         if integrator != "pbad" and extra:

@@ -33,6 +33,7 @@ from ..arrays import xp_of
 from ..kinematics import matvec, skew
 from ..kinematics.algebra import rowsum
 from .base import LinkTerms
+from .penalty import DEFAULT_SPRINGS, check_springs, step_stiffness, trapezoidal_shift
 
 FRICTION_MODELS = ("viscous", "coulomb", "none")
 FRICTION_CAPS = ("applied", "lagged_spring")
@@ -45,7 +46,9 @@ class GroundContact:
     normal_damping Dn [N s/m] of the normal force's Kelvin-Voigt damping, clamped so the ground never pulls (0:
     off). Coulomb only: friction_cap "applied" (the step's own normal force, by a fixed point of at most
     cone_passes re-solves that stops once every sphere's normal force moved by at most cone_tol of it) or
-    "lagged_spring" (D1·d at q_k, Spider-v1/v2)."""
+    "lagged_spring" (D1·d at q_k, Spider-v1/v2). springs: where the normal spring D1·d sits in time within a
+    step, "implicit" or "trapezoidal" (energies/penalty.py; the latter needs normal damping to damp the
+    penalty's oscillation, which it no longer damps numerically)."""
 
     stiffness: float = 1e4
     friction: str = "viscous"
@@ -57,8 +60,10 @@ class GroundContact:
     friction_cap: str = "applied"
     cone_passes: int = 4
     cone_tol: float = 1e-3
+    springs: str = DEFAULT_SPRINGS
 
     def __post_init__(self):
+        check_springs(self.springs, "contact springs")
         if self.friction not in FRICTION_MODELS:
             raise ValueError(f"contact friction must be one of {FRICTION_MODELS}, got {self.friction!r}")
         if self.friction_cap not in FRICTION_CAPS:
@@ -96,10 +101,16 @@ def penetration(body, P, height):
     return xp.maximum(0.0, r - (P[..., 2] - height))
 
 
-def _normal_depth(body, P, params, P_ref, dt):
+def _normal_depth(body, P, params, P_ref, dt, shift=None):
     """(d_eff (B, S) [m], k_eff [N/m]) of the normal penalty k_eff/2·d_eff²: the plain penalty (d, D1), or with the
-    centres at q_k P_ref, a step ``dt`` [s] and Dn > 0 the clamped Kelvin-Voigt form (max(0, d − s0), D1 + Dn/Δt)."""
+    centres at q_k P_ref, a step ``dt`` [s] and Dn > 0 the clamped Kelvin-Voigt form (max(0, d − s0), D1 + Dn/Δt);
+    with the step's ``shift`` s (B, S) (springs "trapezoidal": :func:`normal_shift`) max(0, r − (z − h) − s) and
+    the stiffness of energies/penalty.py."""
     xp = xp_of(P)
+    if shift is not None:
+        r = body.arrays(xp, P.dtype).contact_r
+        k = step_stiffness(params.stiffness, params.normal_damping, dt, params.springs)
+        return xp.maximum(0.0, r - (P[..., 2] - params.height) - shift), k
     d = penetration(body, P, params.height)
     k = params.stiffness
     if P_ref is not None and params.normal_damping > 0:
@@ -109,19 +120,31 @@ def _normal_depth(body, P, params, P_ref, dt):
     return d, k
 
 
-def applied_normal(body, P, params, P_ref=None, dt=None):
+def normal_shift(body, P_ref, P_back, params, dt):
+    """The normal penalty's shift (B, S) [m] of a step ``dt`` [s] from sphere centres P_back (q_{k−1}) and P_ref
+    (q_k) (B, S, 3) for ``params.springs`` (energies/penalty.py), or None where :func:`_normal_depth` computes its
+    own (springs "implicit")."""
+    if params.springs != "trapezoidal":
+        return None
+    d_k, d_back = penetration(body, P_ref, params.height), penetration(body, P_back, params.height)
+    return trapezoidal_shift(d_k, d_back, params.stiffness, params.normal_damping, dt)
+
+
+def applied_normal(body, P, params, P_ref=None, dt=None, shift=None):
     """Normal force [N] (B, S) the ground applies on spheres with centres P (B, S, 3) in a step from centres P_ref
-    (None: the spring force D1·d alone): D1·d + Dn·ḋ clamped at 0 (what :func:`normal_point_terms` pushes with)."""
-    d, k = _normal_depth(body, P, params, P_ref, dt)
+    (None: the spring force D1·d alone): D1·d + Dn·ḋ clamped at 0 (what :func:`normal_point_terms` pushes with);
+    ``shift``: the step's (:func:`normal_shift`)."""
+    d, k = _normal_depth(body, P, params, P_ref, dt, shift)
     return k * d
 
 
-def normal_point_terms(body, P, params, derivatives, P_ref=None, dt=None):
+def normal_point_terms(body, P, params, derivatives, P_ref=None, dt=None, shift=None):
     """D1/2·d² per sphere: value (B,), ∂/∂P (B, S, 3), ∂²/∂P² (B, S, 3, 3). With the centres at q_k, P_ref
     (B, S, 3), a step ``dt`` [s] and ``params.normal_damping`` Dn > 0: the clamped Kelvin-Voigt form of the module
-    docstring, (D1 + Dn/Δt)/2·max(0, d − s0)² with s0 = d_k·Dn/(D1·Δt + Dn)."""
+    docstring, (D1 + Dn/Δt)/2·max(0, d − s0)² with s0 = d_k·Dn/(D1·Δt + Dn); ``shift``: the step's
+    (:func:`normal_shift`)."""
     xp = xp_of(P)
-    d, k = _normal_depth(body, P, params, P_ref, dt)
+    d, k = _normal_depth(body, P, params, P_ref, dt, shift)
     val = 0.5 * k * rowsum(d * d)
     if not derivatives:
         return val, None, None
@@ -200,12 +223,15 @@ class ContactMemory(NamedTuple):
     """Lagged contact data of q_k (what the friction terms of the next step read): sphere centres P (B, S, 3) [m],
     active (B, S) bool (in contact at q_k), normal force (B, S) [N] that caps Coulomb friction (friction_cap
     "lagged_spring": D1·d(q_k); "applied": the normal force of the step that arrived at q_k, the next step's first
-    guess) and stick anchors (B, S, 3) [m] (Coulomb friction; the centres themselves for the other models)."""
+    guess) and stick anchors (B, S, 3) [m] (Coulomb friction; the centres themselves for the other models).
+    shift (B, S) [m]: the normal penalty's shift of the step from q_k (springs "trapezoidal", set by the step's
+    data; None in a State's memory and with "implicit" springs)."""
 
     P: object
     active: object
     normal: object
     anchor: object
+    shift: object = None
 
 
 def contact_terms(body, kin, params, state, dt, derivatives=True, gauss_newton=True):
@@ -221,7 +247,7 @@ def contact_terms(body, kin, params, state, dt, derivatives=True, gauss_newton=T
 def _point_terms(body, P, params, state, dt, derivatives):
     """Normal plus friction energy per sphere centre P (B, S, 3): value (B,), ∂/∂P, ∂²/∂P² (None without
     derivatives)."""
-    val, g, H = normal_point_terms(body, P, params, derivatives, state.P, dt)
+    val, g, H = normal_point_terms(body, P, params, derivatives, state.P, dt, state.shift)
     if params.friction == "viscous":
         fv, fg, fH = viscous_point_terms(P, state.P, state.active, params.damping, dt, derivatives)
     elif params.friction == "coulomb":
@@ -256,7 +282,7 @@ def contact_state(body, kin, params, dt, prev=None):
         else:
             anchor = update_anchors(P, prev.anchor, active & prev.active, params.slip_velocity * dt)
             if params.friction_cap == "applied":
-                normal = applied_normal(body, P, params, prev.P, dt)
+                normal = applied_normal(body, P, params, prev.P, dt, prev.shift)
     return ContactMemory(P, active, normal, anchor)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from .contact import GroundContact
 from .joints import damping_coefficients
+from .penalty import DEFAULT_SPRINGS, check_springs
 
 
 @dataclass(frozen=True)
@@ -14,7 +15,9 @@ class ForceModel:
     """gravity (3,) [m/s²]; drag (L, 3) body-frame coefficients [1/s] or None; contact: GroundContact or None;
     limit_stiffness [N m/rad] for joints with a range (0: off); damping (nv,) [N m s/rad] (default: joints');
     limit_damping [N m s/rad] of the limit penalty (energies/joints.py; 0: off); spring (nv,) joint spring
-    stiffnesses [N m/rad or N/m] about the configuration spring_rest (nq,), or both None (off)."""
+    stiffnesses [N m/rad or N/m] about the configuration spring_rest (nq,), or both None (off); limit_springs:
+    where the limit penalty's spring sits in time within a step, "implicit" or "trapezoidal"
+    (energies/penalty.py)."""
 
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     drag: np.ndarray | None = None
@@ -24,6 +27,10 @@ class ForceModel:
     limit_damping: float = 0.0
     spring: np.ndarray | None = None
     spring_rest: np.ndarray | None = None
+    limit_springs: str = DEFAULT_SPRINGS
+
+    def __post_init__(self):
+        check_springs(self.limit_springs, "limit_springs")
 
     @property
     def has_gravity(self) -> bool:
@@ -60,7 +67,7 @@ def drag_coefficients(body, drag):
 
 
 def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, limit_stiffness=0.0,
-                     damping=None, limit_damping=0.0, spring=None, spring_rest=None):
+                     damping=None, limit_damping=0.0, spring=None, spring_rest=None, limit_springs=DEFAULT_SPRINGS):
     """Validated ForceModel for ``body``; contact may be a GroundContact, a dict of its fields, or True; spring a
     stiffness per DOF (nv,) or one for all, spring_rest (nq,) its rest configuration (default ``body.q0()``)."""
     g = np.asarray(gravity, dtype=float).reshape(3)
@@ -84,7 +91,7 @@ def make_force_model(body, gravity=(0.0, 0.0, -9.81), drag=None, contact=None, l
         raise ValueError("damping must be non-negative")
     k, rest = spring_arrays(body, spring, spring_rest)
     return ForceModel(g, drag_coefficients(body, drag), contact, float(limit_stiffness), damp, float(limit_damping),
-                      k, rest)
+                      k, rest, check_springs(limit_springs, "limit_springs"))
 
 
 def spring_arrays(body, spring, spring_rest):

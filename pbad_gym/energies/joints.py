@@ -21,6 +21,7 @@ from ..arrays import xp_of
 from ..kinematics import quat_conj, quat_mul, skew
 from ..kinematics.algebra import rowsum
 from .base import JointTerms
+from .penalty import DEFAULT_SPRINGS, step_stiffness, trapezoidal_shift
 
 
 def limit_arrays(body):
@@ -34,21 +35,35 @@ def limit_arrays(body):
     return np.array(idx, int), np.array(lo, float), np.array(hi, float)
 
 
-def limit_terms(body, q, stiffness, derivatives=True, q_ref=None, damping=0.0, dt=None):
+def limit_terms(body, q, stiffness, derivatives=True, q_ref=None, damping=0.0, dt=None, q_pred=None,
+                springs=DEFAULT_SPRINGS):
     """Joint-limit penalty [J] with ``stiffness`` [N m/rad] at q (B, nq) -> JointTerms; with q_k = ``q_ref``
     (B, nq), ``damping`` c > 0 [N m s/rad] and the step ``dt`` [s] its clamped Kelvin-Voigt form (module
-    docstring)."""
+    docstring). springs "trapezoidal" (energies/penalty.py; with q_ref, dt and the step's prediction q_pred =
+    q_k ⊕ (q_k ⊖ q_{k−1}) (B, nq), from which q_{k−1} = 2q_k − q_pred on the limited, linear coordinates): the
+    spring part averaged over the step as Newmark's average acceleration."""
     xp = xp_of(q)
     idx, lo, hi = limit_arrays(body)
     lo, hi = xp.asarray(lo, dtype=q.dtype), xp.asarray(hi, dtype=q.dtype)
-    qi = q[:, _q_of_v(body, idx)]
-    over = xp.maximum(0.0, qi - hi) - xp.maximum(0.0, lo - qi)
-    if q_ref is not None and damping > 0:
-        qk = q_ref[:, _q_of_v(body, idx)]
-        c = damping / dt
-        shift = (xp.maximum(0.0, qk - hi) + xp.maximum(0.0, lo - qk)) * (c / (stiffness + c))
-        over = xp.maximum(0.0, over - shift) - xp.maximum(0.0, -over - shift)
-        stiffness = stiffness + c
+    cols = _q_of_v(body, idx)
+    qi = q[:, cols]
+    if springs == "trapezoidal":
+        qk = q_ref[:, cols]
+        qb = 2 * qk - q_pred[:, cols]
+        side = lambda x: (xp.maximum(0.0, x - hi), xp.maximum(0.0, lo - x))  # noqa: E731  (upper, lower depths)
+        (uk, lk), (ub, lb) = side(qk), side(qb)
+        su = trapezoidal_shift(uk, ub, stiffness, damping, dt)
+        sl = trapezoidal_shift(lk, lb, stiffness, damping, dt)
+        over = xp.maximum(0.0, qi - hi - su) - xp.maximum(0.0, lo - qi - sl)
+        stiffness = step_stiffness(stiffness, damping, dt, springs)
+    else:
+        over = xp.maximum(0.0, qi - hi) - xp.maximum(0.0, lo - qi)
+        if q_ref is not None and damping > 0:
+            qk = q_ref[:, cols]
+            c = damping / dt
+            shift = (xp.maximum(0.0, qk - hi) + xp.maximum(0.0, lo - qk)) * (c / (stiffness + c))
+            over = xp.maximum(0.0, over - shift) - xp.maximum(0.0, -over - shift)
+            stiffness = stiffness + c
     val = 0.5 * stiffness * rowsum(over * over)  # column-major (fancy index)
     if not derivatives:
         return JointTerms(val)

@@ -15,7 +15,7 @@ import numpy as np
 from ..arrays import tree_map, to_numpy, xp_of
 from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, applied_normal, cone_mismatch,
                         contact_state, contact_terms, damping_terms, drag_terms, drag_weights, gravity_terms,
-                        inertia_targets, inertia_terms, limit_terms, sphere_centres, spring_terms)
+                        inertia_targets, inertia_terms, limit_terms, normal_shift, sphere_centres, spring_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
 from ..optim import LMResult
@@ -70,6 +70,9 @@ def prepare_step(body, q_prev, q_cur, tau, dt, forces, kin_prev=None, kin_cur=No
     W = None if forces.drag is None else drag_weights(kin_cur, xp.asarray(forces.drag, dtype=q_cur.dtype))
     if forces.contact is not None and contact is None:
         contact = contact_state(body, kin_cur, forces.contact, dt)
+    if forces.contact is not None:  # the trapezoidal normal spring reads q_{k−1}'s depths (energies/penalty.py)
+        shift = normal_shift(body, contact.P, sphere_centres(body, kin_prev), forces.contact, dt)
+        contact = contact if shift is None else contact._replace(shift=shift)
     q_pred = integrate(body, q_cur, difference(body, q_prev, q_cur))
     return StepData(A, b, q_cur, tau, kin_cur, W, contact, float(dt), forces, q_pred)
 
@@ -115,7 +118,8 @@ def step_terms(body, q, data, derivatives=True):
         links = links + contact_terms(body, kin, f.contact, data.contact, data.dt, derivatives)
     joints = actuation_terms(body, q, data.q_ref, data.tau, derivatives)
     if f.limit_stiffness > 0:
-        joints = joints + limit_terms(body, q, f.limit_stiffness, derivatives, data.q_ref, f.limit_damping, data.dt)
+        joints = joints + limit_terms(body, q, f.limit_stiffness, derivatives, data.q_ref, f.limit_damping, data.dt,
+                                      data.q_pred, f.limit_springs)
     if f.has_damping:
         joints = joints + damping_terms(body, q, data.q_ref, f.damping, data.dt, derivatives)
     if body.has_armature:
@@ -298,7 +302,7 @@ def solve_step_in_cone(body, data, options, x0=None, newton=None, track_system=F
     xp = xp_of(q)
     for _ in range(params.cone_passes):
         normal = applied_normal(body, sphere_centres(body, forward_kinematics(body, q)), params, data.contact.P,
-                                data.dt)
+                                data.dt, data.contact.shift)
         rows = xp.nonzero(cone_mismatch(data.contact, normal, params.cone_tol))[0]
         if len(rows) == 0:
             break

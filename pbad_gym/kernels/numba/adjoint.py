@@ -71,7 +71,7 @@ def load_row(m, fo, q_prev, q_cur, tau, q_next, cP, cact, cnorm, canc, r, sc):
             cPr[s, a], canr[s, a] = cP[r, s, a], canc[r, s, a]
     forward_kinematics(m, qp, sc.Rp, sc.tp, sc.wtmp, sc.vtmp, sc.Rj, sc.R2)
     forward_kinematics(m, qc, sc.Rr, sc.tr, sc.ws[1], sc.vs[1], sc.Rj, sc.R2)
-    prepare_row(m, fo, qp, qc, sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd, sc.dv, sc.qpred)
+    prepare_row(m, fo, qp, qc, sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd, sc.dv, sc.qpred, cPr)
     forward_kinematics(m, qn, sc.Rs[0], sc.ts[0], sc.ws[0], sc.vs[0], sc.Rj, sc.R2)
     if _cone_fixed_point(fo):
         for s in range(cP.shape[1]):

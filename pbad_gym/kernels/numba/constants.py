@@ -28,8 +28,9 @@ class StepConstants(NamedTuple):
     reference rounds each), spring (nv,) [N m/rad or N/m] and spring_rest (nq,) (zeros when off). Switches (int):
     has_gravity, has_drag, has_contact, friction (FRICTION_CODES), has_limits, has_damping, has_armature,
     has_spring, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes,
-    cap_applied (Coulomb friction capped by the applied normal force) and newton_memory (the LM's Newton memory:
-    integrators/newton.py). Scalars (float64): dt [s], tol (units of
+    cap_applied (Coulomb friction capped by the applied normal force), newton_memory (the LM's Newton memory:
+    integrators/newton.py), limit_trap and contact_trap (the limits' / the ground's penalty springs "trapezoidal":
+    energies/penalty.py). Scalars (float64): dt [s], tol (units of
     q), limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps (slip velocity × Δt [m]), height [m],
     cone_tol, mach_eps (the engine dtype's epsilon), mu0 (the LM's initial damping)."""
 
@@ -51,6 +52,8 @@ class StepConstants(NamedTuple):
     cone_passes: int
     cap_applied: int
     newton_memory: int
+    limit_trap: int
+    contact_trap: int
     dt: float
     tol: float
     limit_k: float
@@ -94,7 +97,8 @@ def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants
         has_damping=int(forces.has_damping), has_armature=int(body.has_armature),
         exact=int(options.hessian == "exact"), max_iter=int(options.max_iter),
         cone_passes=int(c.cone_passes) if coulomb_applied else 0, cap_applied=int(coulomb_applied),
-        newton_memory=int(options.newton_memory),
+        newton_memory=int(options.newton_memory), limit_trap=int(forces.limit_springs == "trapezoidal"),
+        contact_trap=int(c is not None and c.springs == "trapezoidal"),
         dt=dt, tol=float(options.tol), limit_k=float(forces.limit_stiffness), limit_d=float(forces.limit_damping),
         mach_eps=float(np.finfo(dtype).eps), mu0=MU0, **_contact(c, dt))
 

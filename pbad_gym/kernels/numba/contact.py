@@ -10,16 +10,36 @@ from .jit import jitable
 @jitable
 def _normal_depth(sph_r, fo, s, pz, cP):
     """(d_eff [m], k_eff [N/m]) of sphere s with centre height pz (energies/contact.py _normal_depth): the penalty's
-    depth and stiffness, or with normal damping the clamped Kelvin-Voigt form (k + c/Δt)/2·max(0, d − s0)² (cP holds
-    every sphere's centre at q_k)."""
-    k_n, h = fo.contact_k, fo.height
-    d = max(0.0, sph_r[s] - (pz - h))
+    depth and stiffness, or with normal damping or trapezoidal springs the clamped Kelvin-Voigt form
+    k_t/2·max(0, d − s0)² (energies/penalty.py; cP (n_s, 4) holds every sphere's centre at q_k and, in column 3,
+    the step's shift s0: :func:`normal_shift`)."""
+    k_n = fo.contact_k
+    raw = sph_r[s] - (pz - fo.height)
     k_d = fo.contact_dn / fo.dt
+    if fo.contact_trap != 0:
+        return max(0.0, raw - cP[s, 3]), 0.25 * k_n + k_d
     if k_d > 0:
-        d_k = max(0.0, sph_r[s] - (cP[s, 2] - h))
-        d = max(0.0, d - d_k * k_d / (k_n + k_d))
-        k_n = k_n + k_d
-    return d, k_n
+        return max(0.0, raw - cP[s, 3]), k_n + k_d
+    return max(0.0, raw), k_n
+
+
+@jitable
+def normal_shift(m, fo, cP, Rp, tp):
+    """Column 3 of cP (n_s, 4): the normal penalty's shift s0 of the step from q_k (centres cP[:, :3]) with
+    q_{k−1}'s link poses (Rp, tp) (energies/penalty.py step_shift; 0 without normal damping)."""
+    k_n, h = fo.contact_k, fo.height
+    k_d = fo.contact_dn / fo.dt
+    for s in range(m.contact_link.shape[0]):
+        d_k = max(0.0, m.contact_r[s] - (cP[s, 2] - h))
+        if fo.contact_trap != 0:
+            l, p0 = m.contact_link[s], m.contact_p0
+            pz = tp[l, 2] + (Rp[l, 2, 0] * p0[s, 0] + Rp[l, 2, 1] * p0[s, 1] + Rp[l, 2, 2] * p0[s, 2])
+            d_b = max(0.0, m.contact_r[s] - (pz - h))
+            cP[s, 3] = (k_d * d_k - k_n * (0.5 * d_k + 0.25 * d_b)) / (0.25 * k_n + k_d)
+        elif k_d > 0:
+            cP[s, 3] = d_k * (k_d / (k_n + k_d))
+        else:
+            cP[s, 3] = 0.0
 
 
 @jitable

@@ -73,14 +73,25 @@ def chart_quadratic_hessian(lin_v, quat_q, quat_v, q, qref, b, H):
 
 
 @jitable
-def _limit_depth(m, j, q, qref, k_l, c_l):
+def _limit_depth(m, fo, j, q, qref, qpred, k_l, c_l):
     """How far DOF j's coordinate is past its range (signed, 0 inside), with limit damping c_l > 0 the clamped
-    Kelvin-Voigt depth past its shift s0 = p_k·c/(kΔt + c) of q_k's depth p_k."""
-    qi = q[m.lim_q[j]]
-    over = max(0.0, qi - m.lim_hi[j]) - max(0.0, m.lim_lo[j] - qi)
+    Kelvin-Voigt depth past its shift s0 = p_k·c/(kΔt + c) of q_k's depth p_k; with trapezoidal springs
+    (fo.limit_trap) past the shifts of energies/penalty.py, q_{k−1} = 2q_k − qpred on this linear coordinate."""
+    a = m.lim_q[j]
+    qi, lo, hi = q[a], m.lim_lo[j], m.lim_hi[j]
+    if fo.limit_trap != 0:
+        qk = qref[a]
+        qb = 2 * qk - qpred[a]
+        kt = 0.25 * k_l + c_l
+        uk, lk = max(0.0, qk - hi), max(0.0, lo - qk)
+        ub, lb = max(0.0, qb - hi), max(0.0, lo - qb)
+        su = (c_l * uk - k_l * (0.5 * uk + 0.25 * ub)) / kt
+        sl = (c_l * lk - k_l * (0.5 * lk + 0.25 * lb)) / kt
+        return max(0.0, qi - hi - su) - max(0.0, lo - qi - sl)
+    over = max(0.0, qi - hi) - max(0.0, lo - qi)
     if c_l > 0:
-        qk = qref[m.lim_q[j]]
-        p_k = max(0.0, qk - m.lim_hi[j]) + max(0.0, m.lim_lo[j] - qk)
+        qk = qref[a]
+        p_k = max(0.0, qk - hi) + max(0.0, lo - qk)
         shift = p_k * c_l / (k_l + c_l) if p_k > 0 else 0.0  # the same 0 without a division
         over = max(0.0, over - shift) - max(0.0, -over - shift)
     return over
@@ -106,11 +117,11 @@ def joint_terms(m, fo, q, qref, qpred, tau, g):
         g[v0 + 2] += -(rw * t2 - (rx * t1 - ry * t0))
     if fo.has_limits:
         k_l, c_l = fo.limit_k, fo.limit_d / fo.dt
-        k_lc = k_l + c_l
+        k_lc = (0.25 * k_l if fo.limit_trap != 0 else k_l) + c_l
         vl = 0.0
         for j in range(m.lim_on.shape[0]):
             if m.lim_on[j]:
-                over = _limit_depth(m, j, q, qref, k_l, c_l)
+                over = _limit_depth(m, fo, j, q, qref, qpred, k_l, c_l)
                 vl += over * over
                 g[j] += k_lc * over
         val += 0.5 * k_lc * vl
@@ -136,9 +147,9 @@ def joint_hessian(m, fo, q, qref, qpred, tau, H):
             H[v0 + k, v0 + k] += dg
     if fo.has_limits:
         k_l, c_l = fo.limit_k, fo.limit_d / fo.dt
-        k_lc = k_l + c_l
+        k_lc = (0.25 * k_l if fo.limit_trap != 0 else k_l) + c_l
         for j in range(m.lim_on.shape[0]):
-            if m.lim_on[j] and _limit_depth(m, j, q, qref, k_l, c_l) != 0:
+            if m.lim_on[j] and _limit_depth(m, fo, j, q, qref, qpred, k_l, c_l) != 0:
                 H[j, j] += k_lc
     if fo.has_damping:
         chart_quadratic_hessian(m.lin_v, m.quat_q, m.quat_v, q, qref, fo.chart[0], H)

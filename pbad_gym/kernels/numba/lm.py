@@ -9,7 +9,7 @@ import math
 from ...integrators.newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, SMOOTH
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
-from .contact import cone_refresh, contact_update
+from .contact import cone_refresh, contact_update, normal_shift
 from .forward import forward_kinematics
 from .hessian import hessian
 from .jit import jitable
@@ -18,10 +18,11 @@ from .terms import _energy_grad
 
 
 @jitable
-def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred):
+def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
     """The step data of one row (integrators/pbad.py prepare_step) from q_prev, q_cur (qp, qc) and their poses
     (Rp, tp), (Rr, tr): the inertia target's poses A = 2R_k − R_{k−1}, bt = 2t_k − t_{k−1} (L, …), the drag
-    weights Wd = R_k C R_kᵀ (L, 3, 3) and the predictor qpred = q_k ⊕ (q_k ⊖ q_{k−1}) (dv: scratch (nv,))."""
+    weights Wd = R_k C R_kᵀ (L, 3, 3), the predictor qpred = q_k ⊕ (q_k ⊖ q_{k−1}) (dv: scratch (nv,)) and, with
+    contact, the normal penalty's shift in column 3 of the row's contact centres cPr (contact.normal_shift)."""
     for i in range(m.mass.shape[0]):
         for a in range(3):
             bt[i, a] = 2 * tr[i, a] - tp[i, a]
@@ -36,6 +37,8 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred):
                                    + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
     difference(m, qp, qc, dv)
     integrate(m, qc, dv, qpred)
+    if fo.has_contact:
+        normal_shift(m, fo, cPr, Rp, tp)
 
 
 @jitable
@@ -134,7 +137,7 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
     if not known:
         forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
         forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
-    prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred)
+    prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr)
     # Levenberg-Marquardt (optim/lm.py) from the warm start
     Dc, mc = sc.Dc, sc.mc
     back, chord = back and fo.newton_memory != 0, chord and fo.newton_memory != 0

@@ -19,7 +19,8 @@ FLOAT, INT, BOOL = "float", "int64", "bool"
 
 class StepScratch(NamedTuple):
     """One trajectory's work arrays. L links, nv DOFs, nq coordinates, n_s contact spheres. Row copies of the inputs:
-    qp, qc (nq,), ta (nv,), cPr, canr (n_s, 3), car (n_s,) bool, cnr (n_s,). Two LM evaluation slots (current and
+    qp, qc (nq,), ta (nv,), cPr (n_s, 4): the centres at q_k and, in column 3, the step's normal shift s0
+    (lm.prepare_row), canr (n_s, 3), car (n_s,) bool, cnr (n_s,). Two LM evaluation slots (current and
     trial point): Rs (2, L, 3, 3), ts (2, L, 3), ws, vs (2, nv, 3), Gs (2, L, 3, 3), fs (2, L, 3), gs (2, nv),
     xs (2, nq). Step data: Rp, Rr, A, Wd (L, 3, 3), tp, tr, bt (L, 3), qpred (nq,). Kinematics and Hessian work:
     wtmp, vtmp (nv, 3), Rj, R2, Z (L, 3, 3), F (L, 3), wr (L, 6), K (L, 6, 6), Xk (nv, 6), H, Hd, Af (nv, nv),
@@ -80,7 +81,7 @@ class StepScratch(NamedTuple):
 def scratch_shapes(L, nv, nq, n_s):
     """{field: (shape, kind)} of :class:`StepScratch` in field order (kind: FLOAT, INT or BOOL)."""
     f = lambda *s: (tuple(s), FLOAT)  # noqa: E731
-    return {"qp": f(nq), "qc": f(nq), "ta": f(nv), "cPr": f(n_s, 3), "canr": f(n_s, 3), "car": ((n_s,), BOOL),
+    return {"qp": f(nq), "qc": f(nq), "ta": f(nv), "cPr": f(n_s, 4), "canr": f(n_s, 3), "car": ((n_s,), BOOL),
             "cnr": f(n_s), "Rs": f(2, L, 3, 3), "ts": f(2, L, 3), "ws": f(2, nv, 3), "vs": f(2, nv, 3),
             "Gs": f(2, L, 3, 3), "fs": f(2, L, 3), "gs": f(2, nv), "xs": f(2, nq), "Rp": f(L, 3, 3), "tp": f(L, 3),
             "Rr": f(L, 3, 3), "tr": f(L, 3), "A": f(L, 3, 3), "bt": f(L, 3), "Wd": f(L, 3, 3), "wtmp": f(nv, 3),
@@ -100,7 +101,7 @@ def scratch_bytes(L, nv, nq, n_s, itemsize):
 def alloc_scratch(L, nv, nq, n_s, dtype):
     """A fresh :class:`StepScratch` (np.empty) for bodies of these sizes in float ``dtype`` (CPU target)."""
     return StepScratch(
-        np.empty(nq, dtype), np.empty(nq, dtype), np.empty(nv, dtype), np.empty((n_s, 3), dtype),
+        np.empty(nq, dtype), np.empty(nq, dtype), np.empty(nv, dtype), np.empty((n_s, 4), dtype),
         np.empty((n_s, 3), dtype), np.empty(n_s, np.bool_), np.empty(n_s, dtype),
         np.empty((2, L, 3, 3), dtype), np.empty((2, L, 3), dtype), np.empty((2, nv, 3), dtype),
         np.empty((2, nv, 3), dtype), np.empty((2, L, 3, 3), dtype), np.empty((2, L, 3), dtype),
