@@ -1,6 +1,6 @@
 """Where the actuators' work goes: an energy ledger of the penalty-contact walkers, per physics step.
 
-    pbad-bench energy [--envs Spider-v3 Spider-v2] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
+    pbad-bench energy [--envs Spider-v4 Spider-v3] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
         [--gait FILE.csv | --policy RUN_DIR]
 
 Each row runs ``--seconds`` of simulated time from a reset, under uniformly random actions held for one control
@@ -15,7 +15,8 @@ own terms:
 - joint damping: its force b·Δq/Δt times Δq;
 - limit damping: the clamped Kelvin-Voigt limit force minus its spring part, times Δq;
 - contact damping: the normal force the step applied minus its spring part D1·d, times the spheres' normal
-  displacement;
+  displacement (with trapezoidal penalty springs, Spider-v4, the spring parts are those the step applied,
+  k·(p/4 + p_k/2 + p_{k−1}/4));
 - friction: the tangential ground force the step applied times the spheres' tangential displacement;
 - numerical dissipation, the rest: W − ΔE − (the four above). It is what the implicit step itself removes (for
   a continuous-time motion it would be 0) and should vanish as Δt shrinks.
@@ -38,7 +39,7 @@ CONTROL = 0.05  # [s] the walkers' control interval: actions are held this long 
 
 
 def add_arguments(p):
-    p.add_argument("--envs", nargs="+", default=["Spider-v3", "Spider-v2"], help="pbad_gym walker ids (no prefix)")
+    p.add_argument("--envs", nargs="+", default=["Spider-v4", "Spider-v3"], help="pbad_gym walker ids (no prefix)")
     p.add_argument("--dt", nargs="+", type=float, default=None,
                    help="physics steps [s] to run each env at (default: each env's own)")
     p.add_argument("--rows", type=int, default=8, help="rows (independent episodes) per run (default 8)")
@@ -88,14 +89,16 @@ def _stored(body, forces, q):
     return out
 
 
-def step_ledger(body, forces, dt, q0, q1, tau, force):
+def step_ledger(body, forces, dt, q0, q1, tau, force, q_back=None):
     """The ledger of one step from q0 to q1 (B, nq) under tau (B, nv) with the ground force ``force`` (B, S, 3)
     [N] the step applied (None without contact): dict of (B,) [J] with keys "work", "E1" (the mechanical energy
-    after the step) and the dissipations joint_damping, limit_damping, contact_damping, friction."""
+    after the step) and the dissipations joint_damping, limit_damping, contact_damping, friction. q_back (B, nq):
+    the step's q_{k−1}, which trapezoidal penalty springs read (their spring part is k·(p/4 + p_k/2 + p_{k−1}/4):
+    energies/penalty.py); the damping parts are the applied forces minus the spring parts."""
     from ..dynamics import energy
     from ..energies import damping_terms, limit_terms, sphere_centres
     from ..energies.contact import penetration
-    from ..kinematics import difference, forward_kinematics
+    from ..kinematics import difference, forward_kinematics, integrate
 
     dq = difference(body, q0, q1)
     ke, pe = energy(body, q1, dq / dt, forces.gravity)
@@ -103,9 +106,12 @@ def step_ledger(body, forces, dt, q0, q1, tau, force):
     zero = np.zeros(q0.shape[0])
     out["joint_damping"] = (np.einsum("bi,bi->b", damping_terms(body, q1, q0, forces.damping, dt).grad, dq)
                             if forces.has_damping else zero)
+    weights = lambda trapezoidal: ((0.25, 0.5, 0.25) if trapezoidal else (1.0, 0.0, 0.0))  # noqa: E731  (p, p_k, p_{k−1})
     if forces.limit_stiffness > 0 and forces.limit_damping > 0:
-        full = limit_terms(body, q1, forces.limit_stiffness, True, q0, forces.limit_damping, dt).grad
-        spring = limit_terms(body, q1, forces.limit_stiffness, True).grad
+        k, trap = forces.limit_stiffness, forces.limit_springs == "trapezoidal"
+        q_pred = None if q_back is None else integrate(body, q0, difference(body, q_back, q0))
+        full = limit_terms(body, q1, k, True, q0, forces.limit_damping, dt, q_pred, forces.limit_springs).grad
+        spring = sum(w * limit_terms(body, q, k, True).grad for w, q in zip(weights(trap), (q1, q0, q_back)) if w)
         out["limit_damping"] = np.einsum("bi,bi->b", full - spring, dq)
     else:
         out["limit_damping"] = zero
@@ -115,7 +121,9 @@ def step_ledger(body, forces, dt, q0, q1, tau, force):
     c = forces.contact
     P0, P1 = (sphere_centres(body, forward_kinematics(body, q)) for q in (q0, q1))
     dP = P1 - P0
-    spring = c.stiffness * penetration(body, P1, c.height)
+    Pb = None if q_back is None else sphere_centres(body, forward_kinematics(body, q_back))
+    spring = sum(w * c.stiffness * penetration(body, P, c.height)
+                 for w, P in zip(weights(c.springs == "trapezoidal"), (P1, P0, Pb)) if w)
     out["contact_damping"] = -((force[..., 2] - spring) * dP[..., 2]).sum(-1)
     out["friction"] = -(force[..., :2] * dP[..., :2]).sum((-1, -2))
     return out
@@ -147,10 +155,10 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
         if k % hold == 0:
             tau = np.zeros((rows, body.nv))
             tau[:, env._actuated_columns] = np.clip(actions(k * h), -1, 1) * env.gear
-        q_prev = np.asarray(sim.q).copy()
+        q_back, q_prev = np.asarray(sim.state.q_prev).copy(), np.asarray(sim.q).copy()
         iters.append(np.mean(sim.step(tau)["iterations"]))
         F = None if forces.contact is None else np.asarray(sim.contact_forces)
-        led = step_ledger(body, forces, h, q_prev, np.asarray(sim.q).copy(), tau, F)
+        led = step_ledger(body, forces, h, q_prev, np.asarray(sim.q).copy(), tau, F, q_back)
         for key in ("work", "joint_damping", "limit_damping", "contact_damping", "friction"):
             totals[key] += led[key]
         if F is not None:

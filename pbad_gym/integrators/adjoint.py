@@ -42,8 +42,12 @@ class StepCotangents(NamedTuple):
 def check_differentiable(body, forces):
     """ValueError naming what the step's adjoint does not cover: armature on ball / free joints, and Coulomb
     friction capped by the previous step's applied force without re-solves (friction_cap "applied", cone_passes 0:
-    a cap that is neither the step's own fixed point nor a function of q_k)."""
+    a cap that is neither the step's own fixed point nor a function of q_k), and trapezoidal penalty springs (their
+    shift reads q_{k−1}, which the adjoint's cotangents do not follow)."""
     c = forces.contact
+    if "trapezoidal" in (forces.limit_springs, getattr(c, "springs", None)):
+        raise ValueError("gradients through the step need limit_springs='implicit' and the contact's "
+                         "springs='implicit' (the trapezoidal penalty springs are not differentiated)")
     if c is not None and c.friction == "coulomb" and c.friction_cap == "applied" and c.cone_passes == 0:
         raise ValueError("gradients through Coulomb contact need friction_cap='lagged_spring' or cone_passes > 0")
     if body.has_armature and len(body.quat_v):

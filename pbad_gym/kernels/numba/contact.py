@@ -26,7 +26,7 @@ def _normal_depth(sph_r, fo, s, pz, cP):
 @jitable
 def normal_shift(m, fo, cP, Rp, tp):
     """Column 3 of cP (n_s, 4): the normal penalty's shift s0 of the step from q_k (centres cP[:, :3]) with
-    q_{k−1}'s link poses (Rp, tp) (energies/penalty.py step_shift; 0 without normal damping)."""
+    q_{k−1}'s link poses (Rp, tp) (energies/penalty.py trapezoidal_shift; 0 without normal damping)."""
     k_n, h = fo.contact_k, fo.height
     k_d = fo.contact_dn / fo.dt
     for s in range(m.contact_link.shape[0]):
