@@ -1,4 +1,6 @@
 """Finite-difference checks of every energy term and of the whole step energy (value ↔ gradient ↔ Hessian)."""
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import fd_gradient, fd_hessian, random_q, rel_err
@@ -110,10 +112,12 @@ def test_step_energy_derivatives_with_every_term():
     assert rel_err(H, fd_hessian(value, body, q)) < 1e-6
 
 
+@pytest.mark.parametrize("springs", ["implicit", "trapezoidal"])
 @pytest.mark.parametrize("what", ["contact", "limits"])
-def test_step_energy_derivatives_with_compression_and_limit_damping(what):
+def test_step_energy_derivatives_with_compression_and_limit_damping(what, springs):
     """The clamped Kelvin-Voigt contact ((D1 + Dn/Δt)/2·max(0, d − s0)²) and limits ((k + c/Δt)/2·max(0, p − s0)²)
-    inside the whole step energy (gradient and exact Hessian by differences), at states where the damping acts."""
+    inside the whole step energy (gradient and exact Hessian by differences), at states where the damping acts;
+    with trapezoidal springs (energies/penalty.py) the stiffness and shift read q_{k−1} too."""
     from conftest import mixed_body
 
     from pbad_gym.energies import make_force_model
@@ -124,13 +128,14 @@ def test_step_energy_derivatives_with_compression_and_limit_damping(what):
         body = chain(3, floating=True, link_length=0.2, radius=0.05)
         qk = random_q(body, 2, rng, scale=0.3)
         qk[:, 2] = 0.03
-        forces = make_force_model(body, G, contact=dict(stiffness=500.0, friction="coulomb", normal_damping=4.0))
+        forces = make_force_model(body, G, contact=dict(stiffness=500.0, friction="coulomb", normal_damping=4.0,
+                                                        springs=springs))
         step = 0.02 * rng.standard_normal((2, body.nv))
         step[:, 2] = -0.01  # every sphere sinks further than at q_k: the damper acts
     else:
         body = mixed_body(limited=True)
         qk = random_q(body, 2, rng, scale=0.5)
-        forces = make_force_model(body, G, limit_stiffness=50.0, limit_damping=0.7)
+        forces = make_force_model(body, G, limit_stiffness=50.0, limit_damping=0.7, limit_springs=springs)
         step = 0.2 * rng.standard_normal((2, body.nv))
     qkm = integrate(body, qk, 0.01 * rng.standard_normal((2, body.nv)))
     tau = 0.01 * rng.standard_normal((2, body.nv))
@@ -140,7 +145,13 @@ def test_step_energy_derivatives_with_compression_and_limit_damping(what):
     value = lambda x: step_energy(body, x, data)  # noqa: E731
     assert rel_err(g, fd_gradient(value, body, q)) < 1e-6
     assert rel_err(H, fd_hessian(value, body, q)) < 1e-6
-    off = make_force_model(body, G, contact=dict(stiffness=500.0, friction="coulomb")) if what == "contact" else \
-        make_force_model(body, G, limit_stiffness=50.0)
+    if springs == "trapezoidal":  # the averaged spring acts on every row: it differs from the implicit one
+        off = dataclasses.replace(forces, limit_springs="implicit", contact=forces.contact and dataclasses.replace(
+            forces.contact, springs="implicit"))
+        share = 1e-5
+    else:  # the damper acts on every row
+        off = make_force_model(body, G, contact=dict(stiffness=500.0, friction="coulomb")) if what == "contact" \
+            else make_force_model(body, G, limit_stiffness=50.0)
+        share = 1e-3
     g_off = step_energy(body, q, prepare_step(body, qkm, qk, tau, DT, off), derivatives=True)[1]
-    assert np.all(np.abs(g - g_off).max(axis=1) > 1e-3 * np.abs(g).max())  # the damper acts on every row
+    assert np.all(np.abs(g - g_off).max(axis=1) > share * np.abs(g).max())

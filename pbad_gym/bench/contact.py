@@ -1,16 +1,18 @@
-"""Analytic contact checks of the penalty ground contact, on Spider-v3's contact model and physics step.
+"""Analytic contact checks of the penalty ground contact, on Spider-v4's contact model and physics step.
 
-    pbad-bench contact [--dt 0.001] [--quick]
+    pbad-bench contact [--dt 0.001] [--springs trapezoidal|implicit] [--quick]
 
-Each check runs a rigid body in the Simulator with the ground contact Spider-v3 uses (stiffness 2e4 N/m, normal
-damping 135 N s/m, smoothed Coulomb friction μ = 1 capped by the step's applied normal force) and compares with
-the closed-form answer:
+Each check runs a rigid body in the Simulator with the ground contact Spider-v4 uses (stiffness 2e4 N/m, normal
+damping 135 N s/m, smoothed Coulomb friction μ = 1 capped by the step's applied normal force, trapezoidal normal
+spring; ``--springs implicit``: Spider-v3's) and compares with the closed-form answer:
 
 - incline: a 2 kg box on a plane tilted by θ (gravity tilted instead of the ground) sticks for tan θ < μ and
   slides with acceleration g(sin θ − μ cos θ) above it; checked at tan θ = 0.97 μ and 1.03 μ (threshold) and at
   θ = 60° (acceleration, within 1 %);
 - stopping distance: the box launched at v0 = 1 m/s stops after v0²/(2μg) (within 2 %);
-- rebound: a ball dropped from 0.5 m rebounds to less than 15 % of the drop, at Δt and at Δt/10;
+- rebound: a ball dropped from 0.5 m rebounds to less than 15 % of the drop, at Δt and at Δt/10; and with the
+  normal damping off, how much of the drop the undamped penalty returns (what the step itself dissipates:
+  the trapezoidal spring returns nearly all of it, the implicit one loses a share at every bounce);
 - resting drift: the box left on level ground drifts less than 0.1 mm in 10 s (``--quick``: 2 s).
 
 The friction cone along the walkers' rollouts is ``pbad-bench energy``'s cone column. Writes contact.csv and a
@@ -25,10 +27,15 @@ from .common import machine, out_dir, print_table, stamp, write_csv
 G = 9.81
 MU = 1.0
 CONTACT = dict(stiffness=2e4, friction="coulomb", mu=MU, slip_velocity=0.01, normal_damping=135.0)
+SPRINGS = "trapezoidal"  # Spider-v4's normal spring (Spider-v3: "implicit")
 
 
 def add_arguments(p):
-    p.add_argument("--dt", type=float, default=0.001, help="physics step [s] (default 0.001, Spider-v3's)")
+    from ..energies import SPRING_SCHEMES
+
+    p.add_argument("--dt", type=float, default=0.001, help="physics step [s] (default 0.001, Spider-v4's)")
+    p.add_argument("--springs", choices=SPRING_SCHEMES, default=SPRINGS,
+                   help=f"the normal spring's place in the step (default {SPRINGS}, Spider-v4's; implicit: v3's)")
     p.add_argument("--quick", action="store_true", help="shorter runs (2 s of resting drift)")
 
 
@@ -44,13 +51,13 @@ def _ball():
     return Body([Link("ball", -1, Joint("free"), shapes=[Sphere(radius=0.04, density=860.0)])])
 
 
-def _resting(dt, theta=0.0, contact=None, settle=0.2):
+def _resting(dt, theta=0.0, springs=SPRINGS, settle=0.2):
     """(body, Simulator) of the box settled on ground tilted by ``theta`` [rad] about y, gravity tilted instead."""
     from ..simulator import Simulator
 
     body = _box()
     gravity = (G * np.sin(theta), 0.0, -G * np.cos(theta))
-    sim = Simulator(body, dt=dt, gravity=gravity, contact=dict(CONTACT, **(contact or {})))
+    sim = Simulator(body, dt=dt, gravity=gravity, contact=dict(CONTACT, springs=springs))
     q = body.q0().copy()
     q[2] = 0.05
     sim.reset(q=q)
@@ -59,11 +66,11 @@ def _resting(dt, theta=0.0, contact=None, settle=0.2):
     return body, sim
 
 
-def incline(dt, tan_ratio=None, theta=None, seconds=1.0):
+def incline(dt, tan_ratio=None, theta=None, seconds=1.0, springs=SPRINGS):
     """Slide of the box on the incline (tan θ = tan_ratio·μ, or θ [rad]): (distance [m] over ``seconds`` after
     settling, mean acceleration along the slope over the last half [m/s²], g(sin θ − μ cos θ) clipped at 0)."""
     theta = np.arctan(tan_ratio * MU) if theta is None else theta
-    body, sim = _resting(dt, theta)  # settles (0.2 s) on the slope itself: the fit below skips the first half
+    body, sim = _resting(dt, theta, springs)  # settles (0.2 s) on the slope itself: the fit below skips the first half
     x0 = float(sim.q[0, 0])
     n = int(round(seconds / dt))
     xs, vs = [], []
@@ -76,9 +83,9 @@ def incline(dt, tan_ratio=None, theta=None, seconds=1.0):
     return xs[-1] - x0, accel, max(0.0, G * (np.sin(theta) - MU * np.cos(theta)))
 
 
-def stopping_distance(dt, v0=1.0):
+def stopping_distance(dt, v0=1.0, springs=SPRINGS):
     """(distance [m] until the box launched at v0 [m/s] on level ground stops, v0²/(2μg))."""
-    body, sim = _resting(dt)
+    body, sim = _resting(dt, springs=springs)
     qd = np.zeros(body.nv)
     qd[0] = v0
     x0 = float(sim.q[0, 0])
@@ -88,12 +95,13 @@ def stopping_distance(dt, v0=1.0):
     return float(sim.q[0, 0]) - x0, v0 * v0 / (2 * MU * G)
 
 
-def rebound(dt, drop=0.5):
-    """(highest rebound of the ball's bottom after its first impact [m], drop height [m])."""
+def rebound(dt, drop=0.5, springs=SPRINGS, normal_damping=CONTACT["normal_damping"]):
+    """(highest rebound of the ball's bottom after its first impact [m], drop height [m]); ``normal_damping``
+    [N s/m] 0: the undamped penalty, which only the step's own dissipation damps."""
     from ..simulator import Simulator
 
     body = _ball()
-    sim = Simulator(body, dt=dt, contact=dict(CONTACT))
+    sim = Simulator(body, dt=dt, contact=dict(CONTACT, springs=springs, normal_damping=normal_damping))
     q = body.q0().copy()
     q[2] = 0.04 + drop
     sim.reset(q=q)
@@ -108,9 +116,9 @@ def rebound(dt, drop=0.5):
     return best, drop
 
 
-def resting_drift(dt, seconds=10.0):
+def resting_drift(dt, seconds=10.0, springs=SPRINGS):
     """Largest displacement [m] of the resting box over ``seconds``."""
-    body, sim = _resting(dt)
+    body, sim = _resting(dt, springs=springs)
     q0 = np.asarray(sim.q[0, :3]).copy()
     drift = 0.0
     for _ in range(int(round(seconds / dt))):
@@ -123,28 +131,31 @@ def run(args):
     from tqdm import tqdm
 
     out = out_dir(args.out, "contact")
-    dt = args.dt
+    dt, sp = args.dt, args.springs
     rows = []
-    checks = [("incline tanθ = 0.97μ: slide [m] in 1 s", lambda: incline(dt, 0.97)[0], 0.0, "< 1e-4"),
-              ("incline tanθ = 1.03μ: slide [m] in 1 s", lambda: incline(dt, 1.03)[0], None, "> 1e-3"),
-              ("incline 60°: acceleration [m/s²]", lambda: incline(dt, theta=np.pi / 3)[1],
+    checks = [("incline tanθ = 0.97μ: slide [m] in 1 s", lambda: incline(dt, 0.97, springs=sp)[0], 0.0, "< 1e-4"),
+              ("incline tanθ = 1.03μ: slide [m] in 1 s", lambda: incline(dt, 1.03, springs=sp)[0], None, "> 1e-3"),
+              ("incline 60°: acceleration [m/s²]", lambda: incline(dt, theta=np.pi / 3, springs=sp)[1],
                G * (np.sin(np.pi / 3) - MU * np.cos(np.pi / 3)), "within 1 %"),
-              ("stopping distance from 1 m/s [m]", lambda: stopping_distance(dt)[0], 1 / (2 * MU * G), "within 2 %"),
-              (f"rebound from 0.5 m at Δt={dt:g} [m]", lambda: rebound(dt)[0], 0.0, "< 0.075"),
-              (f"rebound from 0.5 m at Δt={dt / 10:g} [m]", lambda: rebound(dt / 10)[0], 0.0, "< 0.075"),
+              ("stopping distance from 1 m/s [m]", lambda: stopping_distance(dt, springs=sp)[0], 1 / (2 * MU * G),
+               "within 2 %"),
+              (f"rebound from 0.5 m at Δt={dt:g} [m]", lambda: rebound(dt, springs=sp)[0], 0.0, "< 0.075"),
+              (f"rebound from 0.5 m at Δt={dt / 10:g} [m]", lambda: rebound(dt / 10, springs=sp)[0], 0.0, "< 0.075"),
+              (f"undamped penalty: rebound from 0.5 m at Δt={dt:g} [m]",
+               lambda: rebound(dt, springs=sp, normal_damping=0.0)[0], 0.5, "elastic: the energy the step keeps"),
               (f"resting drift in {2 if args.quick else 10} s [m]",
-               lambda: resting_drift(dt, 2.0 if args.quick else 10.0), 0.0, "< 1e-4")]
+               lambda: resting_drift(dt, 2.0 if args.quick else 10.0, sp), 0.0, "< 1e-4")]
     for name, fn, expected, goal in tqdm(checks, desc="contact checks"):
         rows.append([name, fn(), "" if expected is None else expected, goal])
     header = ["check", "measured", "closed form", "goal"]
     write_csv(out / "contact.csv", rows, header)
-    print_table(rows, header, title=f"contact checks at dt={dt:g} s, {stamp()}, {machine()}")
-    _plot(dt, out / "contact.png")
+    print_table(rows, header, title=f"contact checks at dt={dt:g} s, {sp} springs, {stamp()}, {machine()}")
+    _plot(dt, out / "contact.png", sp)
     print(f"wrote {out}/contact.csv, {out}/contact.png")
     return 0
 
 
-def _plot(dt, path):
+def _plot(dt, path, springs):
     """Measured slope acceleration against g(sin θ − μ cos θ) over θ."""
     import matplotlib
 
@@ -152,7 +163,7 @@ def _plot(dt, path):
     import matplotlib.pyplot as plt
 
     thetas = np.deg2rad(np.arange(30, 76, 5))
-    meas = [incline(dt, theta=t, seconds=0.6)[1] for t in thetas]
+    meas = [incline(dt, theta=t, seconds=0.6, springs=springs)[1] for t in thetas]
     fine = np.linspace(thetas[0], thetas[-1], 200)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot(np.rad2deg(fine), np.maximum(0, G * (np.sin(fine) - MU * np.cos(fine))), "k-", label="g(sin θ − μ cos θ)")
