@@ -7,9 +7,9 @@ Two families, each simulated by PBAD (numba kernel) at its own default Δt and a
 - hinge chains of N = 5 … 80 links (``pbad_gym.model.chain``: capsules 0.1 m × 0.01 m, no contact), released
   horizontally; PBAD's default Δt 0.01 s (the paper's), MuJoCo's 0.001 s with its ``implicitfast`` integrator
   (at 0.01 s it does not stay stable on these thin chains);
-- Spider-like bodies of 4 … 32 legs: Spider-v3 (Ant-v5's body and contact in this engine) with its legs spread
+- Spider-like bodies of 4 … 32 legs: Spider-v4 (Ant-v5's body and contact in this engine) with its legs spread
   evenly around the torso (6 + 2·legs DOF, 1 + 3·legs contact spheres), under random actions held for 0.05 s; PBAD's
-  default Δt 0.001 s (Spider-v3's converged step), MuJoCo's 0.01 s on Ant-v5's own XML with as many legs.
+  default Δt 0.001 s (Spider-v4's converged step), MuJoCo's 0.01 s on Ant-v5's own XML with as many legs.
 
 Writes scaling_n.csv, ratios.csv (PBAD over MuJoCo per body) and scaling_n.png under ``--out``/scaling_n and
 prints the tables.
@@ -30,7 +30,7 @@ from .common import machine, mujoco_available, out_dir, print_table, stamp, writ
 CHAIN_NS = (5, 10, 20, 40, 80)
 LEGS = (4, 8, 16, 32)
 CHAIN_DTS = {"pbad": 0.01, "mujoco": 0.001}  # each engine's default step for the chains
-LEGGED_DTS = {"pbad": 0.001, "mujoco": 0.01}  # Spider-v3's converged step; Ant-v5's XML
+LEGGED_DTS = {"pbad": 0.001, "mujoco": 0.01}  # Spider-v4's converged step; Ant-v5's XML
 CONTROL_INTERVAL = 0.05  # [s] actions are held this long (Ant-v5's control interval); also the substeps per call
 WARMUP_SIM = 0.25  # [s] simulated before the timed stretch (the legged bodies have dropped onto their feet)
 MIN_WALL = 1.0  # [s] the timed stretch is replayed until this much wall time has passed
@@ -116,11 +116,11 @@ def legged_xml(n_legs):
 
 
 def _spider_env(n_legs, num_envs, dt, tol, newton_memory=False):
-    """Spider-v3 with ``n_legs`` legs, physics step ``dt`` [s] and solver tolerance ``tol`` [rad] (and the Newton
+    """Spider-v4 with ``n_legs`` legs, physics step ``dt`` [s] and solver tolerance ``tol`` [rad] (and the Newton
     memory where asked for), reset (seed 0)."""
-    from ..envs.spider import SpiderV3VectorEnv
+    from ..envs.spider import SpiderV4VectorEnv
 
-    cls = type(f"SpiderV3With{n_legs}Legs", (SpiderV3VectorEnv,), {"n_legs": n_legs})
+    cls = type(f"SpiderV4With{n_legs}Legs", (SpiderV4VectorEnv,), {"n_legs": n_legs})
     env = cls(num_envs=num_envs, dt=dt, tol=tol, newton_memory=newton_memory)
     env.reset(seed=0)
     return env

@@ -524,25 +524,32 @@ class SpiderV3Env(PBADEnv):
 
 
 class SpiderV4VectorEnv(SpiderV3VectorEnv):
-    """## Description
+    penalty_springs = "trapezoidal"
+
+
+def _v4_doc(v3):
+    """Spider-v4's docstring: its description and version history around Spider-v3's spaces, rewards, starting
+    state, episode end and arguments (the same for both)."""
+    shared = v3[v3.index("## Action space"):v3.index("## Version history")]
+    return """## Description
     Spider-v4: Spider-v3 (its robot, contact model, friction inside its cone, 0.001 s physics step under the 0.05 s
-    control interval and clean resets: :class:`SpiderV3VectorEnv`) with trapezoidal penalty springs: the joint
-    limits' and the ground's spring forces are averaged over the physics step as Newmark's average acceleration,
-    k·(p/4 + p_k/2 + p_{k−1}/4), instead of taken at its end (energies/penalty.py, docs/physics.md §2.4). The
-    implicit step removed energy from every bounce of a penalty (k·Δt of numerical damping beside the physical
-    damper); the trapezoidal one keeps it, so the penalties lose energy through their dampers alone. Under random
-    actions the step's numerical dissipation falls from 5.6 % to 3.8 % of the actuators' work (BENCHMARKS.md,
-    "Contact physics"). Everything else, spaces, rewards, resets, episode ends and arguments, is Spider-v3's.
+    control interval and clean resets) with trapezoidal penalty springs. The joint limits' and the ground's spring
+    forces are averaged over the physics step as Newmark's average acceleration, k·(p/4 + p_k/2 + p_{k−1}/4),
+    instead of taken at its end (energies/penalty.py, docs/physics.md §2.4). The implicit spring removed energy
+    from every bounce of a penalty, a numerical damping of k·Δt beside the physical damper; the trapezoidal one
+    keeps it, so the penalties lose energy through their dampers alone. Under random actions the step's numerical
+    dissipation falls from 5.6 % to 3.8 % of the actuators' work, and the LM takes fewer iterations (BENCHMARKS.md,
+    "Contact physics"). Gradients through the step (pbad_gym.diff) need ``penalty_springs="implicit"`` (v3's).
 
-    Gradients through the step (pbad_gym.diff) are not available on v4: they need penalty_springs="implicit".
-
-    ## Version history
-    v4: trapezoidal penalty springs (v3: implicit). v3: friction inside its cone, a converged 0.001 s step, resets
-    clear of the ground. v2: Ant-v5's legs, damped contact and limits. v1: Ant-v5's masses, gears, armature and
-    friction on the v0 geometry. v0: first version.
+    """ + shared + """## Version history
+    v4: trapezoidal penalty springs (v3: implicit). v3: Coulomb friction capped by the step's applied normal force,
+    physics step 0.01 -> 0.001 s with frame_skip 5 -> 50, resets lifted clear of the ground. v2: Ant-v5's legs,
+    damped contact and limits. v1: Ant-v5's masses, gears, armature and friction on the v0 geometry. v0: first
+    version.
     """
 
-    penalty_springs = "trapezoidal"
+
+SpiderV4VectorEnv.__doc__ = _v4_doc(SpiderV3VectorEnv.__doc__ or "")
 
 
 class SpiderV4Env(PBADEnv):

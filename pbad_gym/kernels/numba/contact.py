@@ -119,15 +119,16 @@ def cone_refresh(m, fo, R, t, cP, cact, cnorm):
 
 
 @jitable
-def _sphere_idle(sph_link, p0, sph_r, h, s, R, t, cact):
-    """True when sphere s adds exactly zero to the energy, its gradient and its Hessian at poses (R, t): no
-    penetration (its centre's height as :func:`sphere_point_terms` computes it) and no lagged friction (not in
-    the contact memory's active set). A non-finite pose is never idle (its NaN must propagate as before)."""
+def _sphere_idle(sph_link, p0, sph_r, h, s, R, t, cact, cP):
+    """True when sphere s adds exactly zero to the energy, its gradient and its Hessian at poses (R, t): no normal
+    force (its depth as :func:`sphere_point_terms` computes it does not pass the step's shift cP[s, 3], which is
+    negative where trapezoidal springs push from past depths) and no lagged friction (not in the contact
+    memory's active set). A non-finite pose is never idle (its NaN must propagate as before)."""
     if cact[s]:
         return False
     l = sph_link[s]
     pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
-    return sph_r[s] - (pz - h) <= 0.0
+    return sph_r[s] - (pz - h) - cP[s, 3] <= 0.0
 
 
 @jitable

@@ -42,7 +42,7 @@ def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, c
         T, HT = s36[0], s36[1]
         sl, sp, sr_, fr, h = m.contact_link, m.contact_p0, m.contact_r, fo.friction, fo.height
         for s in range(sl.shape[0]):
-            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # zero Hessian block
+            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact, cP):  # zero Hessian block
                 continue
             sphere_point_terms(sl, sp, sr_, fr, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, True, P)
             P0, P1, P2 = P[0], P[1], P[2]

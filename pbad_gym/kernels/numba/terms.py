@@ -31,7 +31,7 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
         vc = 0.0
         sl, sp, sr_, fr, h = m.contact_link, m.contact_p0, m.contact_r, fo.friction, fo.height
         for s in range(sl.shape[0]):
-            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact):  # adds exactly nothing: skip (most spheres, most steps)
+            if _sphere_idle(sl, sp, sr_, h, s, R, t, cact, cP):  # adds exactly nothing: skip (most spheres, most steps)
                 continue
             v_s = sphere_point_terms(sl, sp, sr_, fr, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, False, P)
             vc += v_s
