@@ -538,7 +538,7 @@ def _v4_doc(v3):
     instead of taken at its end (energies/penalty.py, docs/physics.md §2.4). The implicit spring removed energy
     from every bounce of a penalty, a numerical damping of k·Δt beside the physical damper; the trapezoidal one
     keeps it, so the penalties lose energy through their dampers alone. Under random actions the step's numerical
-    dissipation falls from 5.6 % to 3.8 % of the actuators' work, and the LM takes fewer iterations (BENCHMARKS.md,
+    dissipation falls from 5.5 % to 3.8 % of the actuators' work at the same cost per step (BENCHMARKS.md,
     "Contact physics"). Gradients through the step (pbad_gym.diff) need ``penalty_springs="implicit"`` (v3's).
 
     """ + shared + """## Version history
