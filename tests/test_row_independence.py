@@ -18,6 +18,7 @@ import pytest
 
 import pbad_gym  # noqa: F401  (registers the ids)
 from pbad_gym import Simulator
+from pbad_gym.arrays import tree_map
 from pbad_gym.energies import (GroundContact, actuation_terms, contact_state, contact_terms, damping_terms,
                                limit_terms)
 from pbad_gym.kinematics import forward_kinematics, integrate, matvec
@@ -208,6 +209,6 @@ def test_contact_energy_values_are_per_row(friction):
 
         def part(i):
             sub = type(kin)(*(a[i] for a in kin))
-            return contact_terms(body, sub, gc, type(memory)(*(a[i] for a in memory)), 0.02)
+            return contact_terms(body, sub, gc, tree_map(lambda a: a[i], memory), 0.02)
 
         _rows_match(contact_terms(body, kin, gc, memory, 0.02), part, 8)

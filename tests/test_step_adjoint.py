@@ -7,6 +7,7 @@ import pytest
 
 import pbad_gym  # noqa: F401
 from pbad_gym import Simulator
+from pbad_gym.arrays import tree_map
 from pbad_gym.energies.contact import contact_state
 from pbad_gym.integrators.adjoint import step_vjp
 from pbad_gym.integrators.options import SolverOptions
@@ -271,7 +272,7 @@ def test_kernel_adjoint_equals_the_numpy_adjoint(launch):
         for name, sim, q_prev, q, tau, memory in _kernel_cases():
             if launch == "parallel":  # at least SERIAL_BELOW rows, so that the pool runs them
                 q_prev, q, tau = (np.concatenate([a, a]) for a in (q_prev, q, tau))
-                memory = None if memory is None else type(memory)(*(np.concatenate([a, a]) for a in memory))
+                memory = None if memory is None else tree_map(lambda a: np.concatenate([a, a]), memory)
             data = prepare_step(sim.body, q_prev, q, tau, sim.dt, sim.forces, contact=memory)
             q_next, res, data = solve_step_in_cone(sim.body, data, OPTIONS)
             assert res.converged.all(), name

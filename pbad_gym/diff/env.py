@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import tree_map
 from ..energies.contact import contact_state
 from ..envs.spider import SpiderVectorEnv
 from ..envs.swimmer import SwimmerVectorEnv
@@ -137,7 +138,7 @@ class DiffVecEnv:
         env = self.env
         fresh = contact_state(env.body, forward_kinematics(env.body, q), env.sim.forces.contact, env.sim.dt)
         mem = self.spec.memory
-        self.spec.memory = type(mem)(*(_set_rows(a, rows, b) for a, b in zip(mem, fresh)))
+        self.spec.memory = tree_map(lambda a, b: _set_rows(a, rows, b), mem, fresh)
 
     def step(self, action):
         """One env step (frame_skip physics steps) under actions (B, n_act) in [-1, 1] (clipped): (obs, reward,

@@ -15,6 +15,7 @@ import functools
 
 import numpy as np
 
+from ..arrays import tree_map
 from ..dynamics import centre_of_mass as _com, centre_of_mass_vjp
 from ..energies.contact import ContactMemory, contact_state, sphere_forces
 from ..integrators.adjoint import step_vjp
@@ -73,8 +74,8 @@ def forward_step(spec, qp, qc, ta, memory):
                         contact=memory, finish=params is not None, newton=spec.newton,
                         newton_memory=o.newton_memory)
         spec.newton = r.newton
-        # r.contact: the fields (P, active, normal, anchor)
-        nxt = None if params is None else ContactMemory(*(np.array(a) for a in r.contact))
+        # r.contact: the fields (P, active, normal, anchor) of a ContactMemory (its step-only shift None)
+        nxt = None if params is None else tree_map(np.array, ContactMemory(*r.contact))
         return r.q, np.asarray(r.converged), np.asarray(r.grad_norm), None, nxt
     data = prepare_step(body, qp, qc, ta, spec.dt, spec.forces, contact=memory)
     qn, res, data, spec.newton = solve_remembering(body, data, spec.options, qp, spec.newton)

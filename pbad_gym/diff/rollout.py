@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import to_numpy
+from ..arrays import to_numpy, tree_map
 from ..integrators.adjoint import check_differentiable
 from ..integrators.state import with_kinematics
 from .functions import StepSpec, functions, torch_module
@@ -48,7 +48,7 @@ def rollout(sim, tau, q=None, q_prev=None, *, nonconverged="raise", info=None):
         q_prev = torch.as_tensor(np.array(to_numpy(state.q_prev)), **like)
         if sim.forces.contact is not None and state.contact is not None:
             memory = with_kinematics(sim.model, state).contact
-            spec.memory = type(memory)(*(np.array(to_numpy(a)) for a in memory))
+            spec.memory = tree_map(lambda a: np.array(to_numpy(a)), memory)
             anchor = torch.as_tensor(spec.memory.anchor, **like)
     step = functions().step
     out = []
