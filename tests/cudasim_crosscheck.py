@@ -70,13 +70,13 @@ def _sim_case(body, steps, B, scale, dtype=np.float64, reset_at=None, seed=0, **
     return out
 
 
-def _env_case(env_id, steps, n=2, dtype=np.float64, seed=0):
+def _env_case(env_id, steps, n=2, dtype=np.float64, seed=0, **kwargs):
     import gymnasium
 
     import pbad_gym  # noqa: F401
 
-    envs = [gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", backend=be, dtype=dtype)
-            for be in ("numba", "cuda")]
+    envs = [gymnasium.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", backend=be, dtype=dtype,
+                               **kwargs) for be in ("numba", "cuda")]
     assert [e.unwrapped.sim.backend for e in envs] == ["numba", "cuda"]
     for e in envs:
         e.reset(seed=seed)
@@ -119,13 +119,15 @@ def run(case):
         return _env_case("pbad_gym/Spider-v1", 15)
     if case == "spider_v2":  # clamped Kelvin-Voigt damping of contact and limits, frame_skip 5 (20 physics steps)
         return _env_case("pbad_gym/Spider-v2", 4)
+    if case == "spider_v4":  # trapezoidal penalty springs, the cone's fixed point; 0.005 s, where the shifts reach out
+        return _env_case("pbad_gym/Spider-v4", 4, dt=0.005, frame_skip=4)
     if case == "spider_float32":
         return _env_case("pbad_gym/Spider-v1", 5, dtype=np.float32)
     raise KeyError(case)
 
 
 CASES = ("chain", "chain_memory", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2",
-         "spider_float32")
+         "spider_v4", "spider_float32")
 
 if __name__ == "__main__":
     from numba.core import config
