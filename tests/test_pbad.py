@@ -58,3 +58,22 @@ def test_explicit_euler_gains_energy_where_pbad_loses_it():
     e_pbad = _energies(Simulator(chain(5), dt=0.002), 1.0)
     e_euler = _energies(Simulator(chain(5), dt=0.002, integrator="euler"), 1.0)
     assert e_pbad[-1] < e_pbad[0] and e_euler.max() > e_euler[0] + 1e-3
+
+
+@pytest.mark.parametrize("omega, dt", [(10.0, 0.001), (20.0, 0.001), (10.0, 0.0005)])
+def test_free_rotation_slows_as_the_affine_inertia_target_predicts(omega, dt):
+    """A rotor spinning freely about a fixed axis (no force, no gravity) loses speed in the order-2 step: the
+    affine target 2R_k − R_{k−1} advances the angle by Δ − Δ³ per step (Δ = ωΔt), so dω/dt = −Δt·ω³ and the
+    kinetic energy after t is 1/(1 + 2ω₀²Δt·t) of the start (at ω₀ = 10 rad/s and 1 ms: 0.83 after 1 s). This is
+    the step's numerical dissipation of rotation (docs/physics.md §2.4), first order in Δt."""
+    from pbad_gym.model import Body, Capsule, Joint, Link
+
+    shape = Capsule.fromto((0.0, 0.0, 0.0), (0.3, 0.0, 0.0), 0.02, 1000.0)
+    body = Body([Link("arm", -1, Joint("hinge", axis=(0.0, 0.0, 1.0)), shapes=[shape])])
+    sim = Simulator(body, dt, gravity=(0.0, 0.0, 0.0), backend="numpy", tol=1e-12)
+    sim.reset(q=np.array([0.0]), qd=np.array([omega]))
+    t = 0.5
+    for _ in range(int(round(t / dt))):
+        sim.step()
+    ratio = (float(sim.qd[0, 0]) / omega) ** 2
+    assert ratio == pytest.approx(1.0 / (1.0 + 2.0 * omega**2 * dt * t), rel=2e-3)
