@@ -45,3 +45,17 @@ def test_an_inlined_helper_computes_what_its_call_does():
     out, back = np.empty_like(q), np.empty_like(dq)
     round_trip(m, q, dq, out, back)
     np.testing.assert_allclose(back, dq, rtol=1e-12, atol=1e-14)
+
+
+def test_the_step_helpers_are_inlined_by_llvm_on_the_cpu_only():
+    """The row's step, its preparation, the energy and gradient and the Hessian carry numba's ``forceinline`` (LLVM
+    ``alwaysinline``) on the CPU, where a call passes their hundreds of flattened arguments through the stack; the
+    generic overload (the CUDA target's) keeps the call."""
+    from pbad_gym.kernels.numba.hessian import hessian
+    from pbad_gym.kernels.numba.lm import prepare_row, step_row
+    from pbad_gym.kernels.numba.terms import _energy_grad
+
+    for fn in (step_row, prepare_row, _energy_grad, hessian):
+        forced = sorted(((t.metadata or {}).get("target", "generic"), bool(t._jit_options.get("forceinline")))
+                        for t in _templates(fn))
+        assert forced == [("cpu", True), ("generic", False)], (fn.__name__, forced)

@@ -3,12 +3,12 @@ kinematics/chain_rule.py generalized_hessian)."""
 from __future__ import annotations
 
 from .contact import _sphere_idle, sphere_point_terms
-from .jit import jitable
+from .jit import inlined_by_llvm
 from .joints import joint_hessian
 from .spatial import _inertia_form, _spatial_form, _world_moments, twist_products
 
 
-@jitable
+@inlined_by_llvm
 def hessian(m, fo, q, qref, qpred, tau, R, t, w, v, G, f, Wd, cP, cact, cnorm, canc, K, Z, F, Xk, H, D, s33, s3,
             s36):
     """Step Hessian H (nv, nv) at q and the diagonal D (nv,) of its Gauss-Newton part (armature included)."""

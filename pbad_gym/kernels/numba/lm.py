@@ -12,12 +12,12 @@ from .configuration import difference, integrate
 from .contact import cone_refresh, contact_update, normal_shift
 from .forward import forward_kinematics
 from .hessian import hessian
-from .jit import jitable
+from .jit import inlined_by_llvm, jitable
 from .linalg import _damped_step, _length2, _measure, chord_solve
 from .terms import _energy_grad
 
 
-@jitable
+@inlined_by_llvm
 def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
     """The step data of one row (integrators/pbad.py prepare_step) from q_prev, q_cur (qp, qc) and their poses
     (Rp, tp), (Rr, tr): the inertia target's poses A = 2R_k − R_{k−1}, bt = 2t_k − t_{k−1} (L, …), the drag
@@ -98,7 +98,7 @@ def keep_factor(code, mu, D, Dc, mc):
         mc[0] = 0.0
 
 
-@jitable
+@inlined_by_llvm
 def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd,
              out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known, back, chord):
     """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``

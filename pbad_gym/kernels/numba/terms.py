@@ -7,7 +7,7 @@ from .contact import _sphere_idle, sphere_point_terms
 from .drag import _drag_link
 from .forward import forward_kinematics
 from .inertia import _inertia_gravity
-from .jit import jitable
+from .jit import inlined_by_llvm, jitable
 from .joints import joint_terms
 
 
@@ -44,7 +44,7 @@ def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33,
     return val
 
 
-@jitable
+@inlined_by_llvm
 def _energy_grad(m, fo, x, qref, qpred, tau, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, R, t, w, v, Rj, R2, G, f,
                  wr, g, s33, s3):
     forward_kinematics(m, x, R, t, w, v, Rj, R2)
