@@ -48,14 +48,24 @@ def test_an_inlined_helper_computes_what_its_call_does():
 
 
 def test_the_step_helpers_are_inlined_by_llvm_on_the_cpu_only():
-    """The row's step, its preparation, the energy and gradient and the Hessian carry numba's ``forceinline`` (LLVM
-    ``alwaysinline``) on the CPU, where a call passes their hundreds of flattened arguments through the stack; the
-    generic overload (the CUDA target's) keeps the call."""
+    """The helpers that take the model NamedTuples or a scratch set and run per step or per evaluation carry
+    numba's ``forceinline`` (LLVM ``alwaysinline``) on the CPU, where a call passes their hundreds of flattened
+    arguments through the stack; the generic overload (the CUDA target's) keeps the call; and a plain helper states
+    ``forceinline`` off on the CPU, so it does not inherit it from an inlined caller."""
+    from pbad_gym.kernels.numba.chain_rule import wrench_gradient
+    from pbad_gym.kernels.numba.contact import sphere_point_terms
+    from pbad_gym.kernels.numba.forward import _hinge_pose, forward_kinematics
     from pbad_gym.kernels.numba.hessian import hessian
-    from pbad_gym.kernels.numba.lm import prepare_row, step_row
-    from pbad_gym.kernels.numba.terms import _energy_grad
+    from pbad_gym.kernels.numba.joints import _limit_depth
+    from pbad_gym.kernels.numba.lm import chord_trial, prepare_row, step_row, warm_start
+    from pbad_gym.kernels.numba.spatial import twist_products
+    from pbad_gym.kernels.numba.terms import _energy_grad, link_terms
 
-    for fn in (step_row, prepare_row, _energy_grad, hessian):
-        forced = sorted(((t.metadata or {}).get("target", "generic"), bool(t._jit_options.get("forceinline")))
-                        for t in _templates(fn))
-        assert forced == [("cpu", True), ("generic", False)], (fn.__name__, forced)
+    def forced(fn):
+        return sorted(((t.metadata or {}).get("target", "generic"), t._jit_options.get("forceinline"))
+                      for t in _templates(fn))
+
+    for fn in (step_row, prepare_row, warm_start, chord_trial, _energy_grad, link_terms, wrench_gradient,
+               forward_kinematics, _hinge_pose, hessian, _limit_depth, sphere_point_terms):
+        assert forced(fn) == [("cpu", True), ("generic", None)], (fn.__name__, forced(fn))
+    assert forced(twist_products) == [("cpu", False), ("generic", None)]

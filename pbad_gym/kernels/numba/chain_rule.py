@@ -1,10 +1,10 @@
 """The generalised gradient of link terms by the wrench pass (kinematics/chain_rule.py)."""
 from __future__ import annotations
 
-from .jit import jitable
+from .jit import inlined_by_llvm
 
 
-@jitable
+@inlined_by_llvm
 def wrench_gradient(m, R, t, w, v, G, f, wr, g):
     """g += ∂E/∂δ of the link pose gradients G, f: world wrenches summed up the tree, projected on the axes."""
     L = m.mass.shape[0]

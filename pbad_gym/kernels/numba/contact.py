@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .jit import jitable
+from .jit import inlined_by_llvm, jitable
 
 
 @jitable
@@ -42,7 +42,7 @@ def normal_shift(m, fo, cP, Rp, tp):
             cP[s, 3] = 0.0
 
 
-@jitable
+@inlined_by_llvm
 def sphere_point_terms(sph_link, p0, sph_r, fr, fo, s, R, t, cP, cact, cnorm, canc, gP, HP, want_h, P):
     """Ground-contact point energy of sphere s (links sph_link, centres p0, radii sph_r; friction code fr,
     StepConstants fo) at poses (R, t): value, ∂/∂P into gP (3,), ∂²/∂P² into HP (3, 3) when ``want_h``;

@@ -5,7 +5,7 @@ import math
 
 from ...model.joints import JOINT_CODES
 from .algebra import quat_to_rot
-from .jit import jitable
+from .jit import inlined_by_llvm, jitable
 
 HINGE, SLIDE, UNIVERSAL, BALL, FREE = (JOINT_CODES[k] for k in ("hinge", "slide", "universal", "ball", "free"))
 
@@ -27,7 +27,7 @@ def _hinge_rot(axes, i, ang, R):
     R[i, 2, 1] += s * a0
 
 
-@jitable
+@inlined_by_llvm
 def _hinge_pose(m, i, ang, R, t):
     """World pose R[i], t[i] of hinge link i at angle ang: :func:`_hinge_rot`, placement and parent composed as
     in :func:`forward_kinematics`, operation for operation, but in locals (each store through the scratch made
@@ -90,7 +90,7 @@ def _hinge_pose(m, i, ang, R, t):
     t[i, 0], t[i, 1], t[i, 2] = t0, t1, t2
 
 
-@jitable
+@inlined_by_llvm
 def forward_kinematics(m, q, R, t, w, v, Rj, R2):
     """Link poses R (L, 3, 3), t (L, 3) and motion axes w, v (nv, 3) of q; Rj, R2 (L, 3, 3) scratch (R2 keeps
     each universal joint's second rotation)."""

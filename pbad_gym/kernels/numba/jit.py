@@ -17,7 +17,19 @@ from pathlib import Path
 from numba.core.caching import CacheImpl, InTreeCacheLocator, UserProvidedCacheLocator, UserWideCacheLocator
 from numba.extending import overload, register_jitable
 
-jitable = register_jitable
+def jitable(fn):
+    """``register_jitable``, and on the CPU an overload compiled with ``forceinline`` stated off: numba passes that
+    flag down the call tree to every helper first compiled under a caller that has it, so without this every helper
+    of an :func:`inlined_by_llvm` caller would be inlined too, the whole step flattened at each of its call sites
+    (measured: the step entry's first compile took 75 s instead of 55 s, the default test suite 136 s longer, for
+    5–8 % more speed)."""
+    register_jitable(fn)
+
+    @overload(fn, target="cpu", jit_options={"forceinline": False}, strict=False)
+    def _on_cpu(*args, **kwargs):
+        return fn
+
+    return fn
 
 
 def inlined(fn):
@@ -37,14 +49,15 @@ def inlined(fn):
 
 
 def inlined_by_llvm(fn):
-    """:data:`jitable`, and on the CPU marked ``alwaysinline`` for LLVM (numba's ``forceinline``), its callees with it:
-    for the big helpers called once or a few times per step (the row's step, its preparation, the energy and
-    gradient, the Hessian). numba passes a NamedTuple argument field by field and an array as its seven to eleven
-    words, so a call of one of these with the BodyArrays, StepConstants and a scratch set moves 400 to 1,050 scalar
-    arguments through the stack (1,200–2,000 stores at each call site of the row loop): inlined, a 10-link chain's
-    physics step went from 7.9 to 3.8 µs (one thread, same arithmetic). Unlike :func:`inlined` this inlines the
-    compiled code, not numba's IR, so it works for helpers with any control flow and costs LLVM time only (the
-    step's first compile: 59 → 75 s). The CUDA target keeps the calls."""
+    """``register_jitable``, and on the CPU marked ``alwaysinline`` for LLVM (numba's ``forceinline``): for the
+    helpers that take the BodyArrays, StepConstants or a scratch set and run once or a few times per step (the
+    row's step, its preparation, warm start and chord trial, the energy and gradient, forward kinematics, the
+    Hessian); their own helpers are :data:`jitable` calls. numba passes a NamedTuple argument field by field and an
+    array as its seven to eleven words, so a call of one of these moved 390 to 1,050 scalar arguments through the
+    stack (1,200–2,000 stores at each call site of the row loop): inlined, a 10-link chain's physics step went from
+    7.9 to 3.8 µs (one thread, same arithmetic). Unlike :func:`inlined` this inlines the compiled code, not numba's
+    IR, so it works for helpers with any control flow, and it costs LLVM time only. The CUDA target keeps the
+    calls."""
     register_jitable(fn)
 
     @overload(fn, target="cpu", jit_options={"forceinline": True}, strict=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .algebra import quat_mul
-from .jit import inlined, jitable
+from .jit import inlined, inlined_by_llvm, jitable
 
 
 @jitable
@@ -72,7 +72,7 @@ def chart_quadratic_hessian(lin_v, quat_q, quat_v, q, qref, b, H):
         _chart_quat_hessian(H, v0, b0, b1, b2, rw, rx, ry, rz, b0 * (2.0 * rx), b1 * (2.0 * ry), b2 * (2.0 * rz))
 
 
-@jitable
+@inlined_by_llvm
 def _limit_depth(m, fo, j, q, qref, qpred, k_l, c_l):
     """How far DOF j's coordinate is past its range (signed, 0 inside), with limit damping c_l > 0 the clamped
     Kelvin-Voigt depth past its shift s0 = p_k·c/(kΔt + c) of q_k's depth p_k; with trapezoidal springs

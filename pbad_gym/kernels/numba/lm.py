@@ -41,7 +41,7 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
         normal_shift(m, fo, cPr, Rp, tp)
 
 
-@jitable
+@inlined_by_llvm
 def warm_start(m, qb, qp, qc, dv, d2, tmp, out):
     """Where the motion is smooth (integrators/newton.py warm_start: max_j |Δ²q_j| ≤ SMOOTH · max_j |Δq_j|),
     out = q_k ⊕ (Δq + Δ²q) from qb = q_{k−2}, qp = q_{k−1}, qc = q_k and dv = Δq = q_k ⊖ q_{k−1}, and True;
@@ -61,7 +61,7 @@ def warm_start(m, qb, qp, qc, dv, d2, tmp, out):
     return True
 
 
-@jitable
+@inlined_by_llvm
 def chord_trial(m, fo, sc, qc, qpred, E, cu):
     """A chord step from the LM's slot ``cu`` (integrators/newton.py solve_with_memory): δ = −(L Lᵀ)⁻¹ g with the
     factor L that sc.Af keeps from an earlier solve (sc.Dc, sc.mc: its D and μ), the trial point in the other

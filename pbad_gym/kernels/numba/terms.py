@@ -7,11 +7,11 @@ from .contact import _sphere_idle, sphere_point_terms
 from .drag import _drag_link
 from .forward import forward_kinematics
 from .inertia import _inertia_gravity
-from .jit import inlined_by_llvm, jitable
+from .jit import inlined_by_llvm
 from .joints import joint_terms
 
 
-@jitable
+@inlined_by_llvm
 def link_terms(m, fo, R, t, A, bt, Rr, tr, Wd, cP, cact, cnorm, canc, G, f, s33, s3):
     """Value of the link terms (inertia, gravity, drag, contact) at poses (R, t); their pose gradients G, f."""
     dt = fo.dt
