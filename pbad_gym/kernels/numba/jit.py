@@ -17,54 +17,48 @@ from pathlib import Path
 from numba.core.caching import CacheImpl, InTreeCacheLocator, UserProvidedCacheLocator, UserWideCacheLocator
 from numba.extending import overload, register_jitable
 
-def jitable(fn):
-    """``register_jitable``, and on the CPU an overload compiled with ``forceinline`` stated off: numba passes that
-    flag down the call tree to every helper first compiled under a caller that has it, so without this every helper
-    of an :func:`inlined_by_llvm` caller would be inlined too, the whole step flattened at each of its call sites
-    (measured: the step entry's first compile took 75 s instead of 55 s, the default test suite 136 s longer, for
-    5–8 % more speed)."""
+
+def _with_cpu_overload(fn, **overload_options):
+    """``register_jitable(fn)`` (the generic overload, the one CUDA compiles) and a CPU-specific overload of ``fn``
+    with ``overload_options`` (numba picks the CPU-specific overload over the generic one on the CPU)."""
     register_jitable(fn)
 
-    @overload(fn, target="cpu", jit_options={"forceinline": False}, strict=False)
+    @overload(fn, target="cpu", strict=False, **overload_options)
     def _on_cpu(*args, **kwargs):
         return fn
 
     return fn
 
 
+def jitable(fn):
+    """``register_jitable``, and on the CPU an overload compiled with ``forceinline`` stated off: numba passes that
+    flag down the call tree to every helper first compiled under a caller that has it, so without this every helper
+    of an :func:`inlined_by_llvm` caller would be inlined too, the whole step flattened at each of its call sites
+    (measured: the step entry's first compile took 75 s instead of 55 s, the default test suite 136 s longer, for
+    5–8 % more speed)."""
+    return _with_cpu_overload(fn, jit_options={"forceinline": False})
+
+
 def inlined(fn):
-    """:data:`jitable`, and on the CPU inlined into every caller in numba's IR (``inline="always"``): for the
+    """A helper, and on the CPU inlined into every caller in numba's IR (``inline="always"``): for the
     helpers that take the BodyArrays or StepConstants and run once per energy evaluation, where a call that stays a
     call passes every field of those NamedTuples (about 70 arrays): inlining these four took a 10-link chain's
     physics step from 7.0 to 6.2 µs and Spider-v3's from 13.2 to 11.6 µs (one thread, bit-identical). Small
     helpers only: inlining every helper made the CPU compile take over ten minutes. The CUDA target keeps the call
-    (its typing rejects the inlined IR); numba picks the CPU-specific overload over the generic one."""
-    register_jitable(fn)
-
-    @overload(fn, target="cpu", inline="always", strict=False)
-    def _inline_on_cpu(*args, **kwargs):
-        return fn
-
-    return fn
+    (its typing rejects the inlined IR)."""
+    return _with_cpu_overload(fn, inline="always")
 
 
 def inlined_by_llvm(fn):
-    """``register_jitable``, and on the CPU marked ``alwaysinline`` for LLVM (numba's ``forceinline``): for the
-    helpers that take the BodyArrays, StepConstants or a scratch set and run once or a few times per step (the
-    row's step, its preparation, warm start and chord trial, the energy and gradient, forward kinematics, the
-    Hessian); their own helpers are :data:`jitable` calls. numba passes a NamedTuple argument field by field and an
-    array as its seven to eleven words, so a call of one of these moved 390 to 1,050 scalar arguments through the
-    stack (1,200–2,000 stores at each call site of the row loop): inlined, a 10-link chain's physics step went from
-    7.9 to 3.8 µs (one thread, same arithmetic). Unlike :func:`inlined` this inlines the compiled code, not numba's
-    IR, so it works for helpers with any control flow, and it costs LLVM time only. The CUDA target keeps the
-    calls."""
-    register_jitable(fn)
-
-    @overload(fn, target="cpu", jit_options={"forceinline": True}, strict=False)
-    def _always_inline_on_cpu(*args, **kwargs):
-        return fn
-
-    return fn
+    """A helper, and on the CPU marked ``alwaysinline`` for LLVM (numba's ``forceinline``): for the helpers that
+    take the BodyArrays, StepConstants or a scratch set and run once or a few times per step (the row's step, its
+    preparation, warm start and chord trial, the energy and gradient, forward kinematics, the Hessian); their own
+    helpers are :func:`jitable` calls. numba passes a NamedTuple argument field by field and an array as its seven
+    to eleven words, so a call of one of these moved 390 to 1,050 scalar arguments through the stack (1,200–2,000
+    stores at each call site of the row loop): inlined, a 10-link chain's physics step went from 7.9 to about 4 µs
+    (one thread, same arithmetic). Unlike :func:`inlined` this inlines the compiled code, not numba's IR, so it
+    works for helpers with any control flow, and it costs LLVM time only. The CUDA target keeps the calls."""
+    return _with_cpu_overload(fn, jit_options={"forceinline": True})
 
 
 _HERE = Path(__file__).resolve().parent
