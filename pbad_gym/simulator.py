@@ -423,7 +423,7 @@ class Simulator:
         return energy(self.body, self.q, self.qd, self.gravity)
 
     # --- stepping --------------------------------------------------------------------------------------------
-    def step(self, tau=None, substeps=1):
+    def step(self, tau=None, substeps=1, *, substep_kin=False):
         """Advance ``substeps`` steps of Δt under generalised force tau (B, nv) or (nv,) [N m or N] (default 0),
         held over the substeps (an environment's frame_skip: one compiled call on numba, a loop elsewhere — the
         same numbers as that many single steps).
@@ -432,16 +432,19 @@ class Simulator:
         converged (on every substep) (explicit integrators: 0, 0, True); the impulse model adds contacts,
         lcp_iterations, lcp_residual, lcp_converged, sqp_iterations, sqp_converged; with n > 1 substeps,
         substep_q (n, B, nq) and substep_qd (n, B, nv): every substep's configuration and velocity (the last
-        are :attr:`q` and :attr:`qd`; an environment's divergence guard checks each), and on numba substep_kin,
-        their Kinematics (fields with a leading axis n; the last is :meth:`kinematics`).
+        are :attr:`q` and :attr:`qd`; an environment's divergence guard checks each), and on numba with
+        ``substep_kin`` their Kinematics as substep_kin (fields with a leading axis n; the last is
+        :meth:`kinematics`). Without it substep_kin is left out: writing every substep's link poses cost a
+        10-link chain about a fifth of its step time (BENCHMARKS.md).
         """
-        return self._advance(self._checked_tau(tau), substeps).as_dict()
+        return self._advance(self._checked_tau(tau), substeps, substep_kin).as_dict()
 
     def advance(self, tau, substeps=1):
         """:meth:`step` on a tau the caller has already checked — (B, nv), an array of the Simulator's module and
         dtype, finite; not checked again here (an environment validates its action once) — returning
-        (:class:`StateView` of the new state, :class:`~pbad_gym.integrators.StepInfo`)."""
-        info = self._advance(tau, substeps)
+        (:class:`StateView` of the new state, :class:`~pbad_gym.integrators.StepInfo`, with substep_kin on numba:
+        the divergence guard reads it)."""
+        info = self._advance(tau, substeps, substep_kin=True)
         return self.view(), info
 
     def view(self):
@@ -449,9 +452,11 @@ class Simulator:
         caches, filled here where the step did not leave them: on numba one compiled call)."""
         return StateView(self.q, self.qd, self.kinematics(), self.contact_forces)
 
-    def _advance(self, tau, substeps=1):
-        """The backend's step contract on a checked tau; its state becomes the Simulator's. -> StepInfo."""
-        self.state, info = self._step(self.model, self.state, tau, self.options, substeps)
+    def _advance(self, tau, substeps=1, substep_kin=False):
+        """The backend's step contract on a checked tau; its state becomes the Simulator's. -> StepInfo
+        (``substep_kin``: every substep's kinematics where the backend computes them, numba)."""
+        kw = {"substep_kin": substep_kin} if self.backend == "numba" else {}
+        self.state, info = self._step(self.model, self.state, tau, self.options, substeps, **kw)
         return info
 
     def _checked_tau(self, tau):

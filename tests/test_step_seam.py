@@ -208,6 +208,31 @@ def test_step_substeps_is_n_single_steps_fused_or_not():
             fused.step(tau, substeps=bad)
 
 
+def test_substep_kinematics_only_where_asked():
+    """Simulator.step keeps every substep's kinematics only with substep_kin=True (the environments' path,
+    Simulator.advance, always does: the divergence guard reads them); either way the state, every substep's
+    configuration and the final kinematics are the same, and substep_kin's last entry is the final one."""
+    sims = [Simulator(spider(), dt=0.01, num_envs=3, backend="numba", contact=True)
+            for _ in range(3)]
+    tau = np.random.default_rng(3).normal(size=(3, sims[0].body.nv))
+    plain = sims[0].step(tau, substeps=5)
+    kept = sims[1].step(tau, substeps=5, substep_kin=True)
+    _, info = sims[2].advance(tau, substeps=5)
+    assert "substep_kin" not in plain
+    for got in (kept["substep_kin"], info.substep_kin):
+        assert got.R.shape == (5, 3, sims[0].body.L, 3, 3)
+        np.testing.assert_array_equal(got.R[-1], sims[0].kinematics().R)
+        np.testing.assert_array_equal(got.v[-1], sims[0].kinematics().v)
+    np.testing.assert_array_equal(kept["substep_q"], plain["substep_q"])
+    for s in sims[1:]:
+        np.testing.assert_array_equal(s.q, sims[0].q)
+        np.testing.assert_array_equal(s.kinematics().t, sims[0].kinematics().t)
+    # one substep's kinematics from the fused call equal those of stepping one substep alone
+    one = Simulator(spider(), dt=0.01, num_envs=3, backend="numba", contact=True)
+    for _ in range(4):
+        one.step(tau)
+    np.testing.assert_array_equal(kept["substep_kin"].R[3], one.kinematics().R)
+
 def test_each_solver_default_is_written_once():
     """The Simulator's, impulse_step's and LCPOptions.create's LCP defaults are LCPOptions' fields, and
     SolverOptions' field defaults are what create() fills in for float64 LM: no second copy that can drift."""

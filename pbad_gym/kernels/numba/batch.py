@@ -27,7 +27,7 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, 
     MV (B,) bool (valid), and carries from substep to substep in the scratch. Substep s writes its iterations,
     gradient norm and convergence to IT[s], GN[s], CONV[s] and, with ``want``, its velocity to QD[s]
     (QD (n, B, nv)) and its kinematics to out_R[s], out_t[s], out_w[s], out_v[s] (each with the leading axis n:
-    the guard reads every substep's); force is the last substep's.
+    the guard reads every substep's; or 1, the last substep's only); force is the last substep's.
 
     Allocates the chunk's scratch here (with reference counting, which allocation needs), then runs its rows, each
     through all its substeps, in :func:`_run_rows` (without it). The parallel entry hands each chunk its own copy of
@@ -44,7 +44,7 @@ def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, 
     """:func:`step_rows`' loops on its scratch ``sc``, compiled with :data:`ROW_LOOP_OPTIONS` (no reference
     counting: with it, every call of a helper that takes arrays — the BodyArrays' among them — paid atomic
     increments and decrements of their counts; BENCHMARKS.md). The arithmetic, and so every number, is the same."""
-    n = IT.shape[0]
+    n, nk = IT.shape[0], out_R.shape[0]
     for r in range(r0, r1):  # a row's substeps back to back: its poses and Newton memory carry from one to the next
         if MV[r]:
             load_memory(MF[r], MD[r], MM[r], sc)
@@ -52,8 +52,9 @@ def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, 
             ci, co = s % 2, (s + 1) % 2
             cP, cact, cnorm, canc = CP[ci], CACT[ci], CNORM[ci], CANC[ci]
             nP, nact, nnorm, nanc = CP[co], CACT[co], CNORM[co], CANC[co]
+            k = min(s, nk - 1)  # (one kinematics slot: each substep overwrites it, the last one's stays)
             cu = step_row(m, fo, Q[s], Q[s + 1], Q[s + 2], tau, cP, cact, cnorm, canc, Q[s + 3], IT[s], GN[s],
-                          CONV[s], want, QD[s], out_R[s], out_t[s], out_w[s], out_v[s], nP, nact, nnorm, nanc,
+                          CONV[s], want, QD[s], out_R[k], out_t[k], out_w[k], out_v[k], nP, nact, nnorm, nanc,
                           out_force, r, sc, s > 0, s > 0 or HV[r], s > 0 or MV[r])
             if s + 1 < n:
                 carry_poses(sc, cu)

@@ -10,7 +10,7 @@ from .step import finish_numba, forward_kinematics_numba, kernel_step
 forward_kinematics = forward_kinematics_numba
 
 
-def step(model, state, tau, options, substeps=1):
+def step(model, state, tau, options, substeps=1, substep_kin=True):
     """The order-2 PBAD step with penalty contact and LM, compiled (same numbers as ``integrators.pbad.step`` to
     round-off): ``substeps`` steps under the same tau in ONE kernel call (each row's state and contact memory
     carried from substep to substep inside the kernel; the same numbers as that many single calls), which also
@@ -18,14 +18,14 @@ def step(model, state, tau, options, substeps=1):
     the new contact memory and the ground force the last step applied (what ``integrators.state.advance``
     computes in NumPy).
     StepInfo: iterations summed over the substeps, the last gradient norm, converged on every one, and for n > 1
-    every substep's configuration, velocity and kinematics (``substep_q`` (n, B, nq), ``substep_qd`` (n, B, nv),
-    ``substep_kin``)."""
+    every substep's configuration, velocity and, with ``substep_kin``, kinematics (``substep_q`` (n, B, nq),
+    ``substep_qd`` (n, B, nv), ``substep_kin``; None without)."""
     n = check_substeps(substeps)
     kin_prev = state.kin if n == 1 else None
     state = with_contact_memory(model, state, forward_kinematics)
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
                     tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, substeps=n,
-                    newton=state.newton, newton_memory=options.newton_memory)
+                    newton=state.newton, newton_memory=options.newton_memory, substep_kin=substep_kin)
     contact, force = state.contact, state.force
     if r.contact is not None:
         contact, force = ContactMemory(*r.contact), r.force

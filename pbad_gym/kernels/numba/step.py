@@ -97,8 +97,9 @@ class KernelStep(NamedTuple):
     substep); with ``finish``: qd (B, nv) = (q ⊖ q_prev)/Δt, kin (the Kinematics of q), with contact the new
     ContactMemory fields (P, active, normal, anchor) as ``contact`` and the ground force (B, S, 3) [N] the last
     substep applied as ``force`` (else None), q_prev (B, nq): the configuration before the last substep (q_cur for
-    one step), and of the n substeps' states substep_q (n, B, nq), substep_qd (n, B, nv) and substep_kin (their
-    Kinematics, leading axis n) (q, qd and kin the last); newton: the NewtonMemory the call leaves."""
+    one step), and of the n substeps' states substep_q (n, B, nq), substep_qd (n, B, nv) and, where asked for,
+    substep_kin (their Kinematics, leading axis n) (q, qd and kin the last); newton: the NewtonMemory the call
+    leaves."""
 
     q: np.ndarray
     iterations: np.ndarray
@@ -136,12 +137,14 @@ def actuator_arrays(actuated, gear, dtype):
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                substeps=1, newton=None, newton_memory=False):
+                substeps=1, newton=None, newton_memory=False, substep_kin=True):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
     the environment reads of the new state, from the same call (velocity, kinematics, new contact memory and
     force), and then ``substeps`` steps under the same tau in that one call (each row's state, contact memory and
     Newton memory carried from substep to substep inside the kernel; the same numbers as that many single calls),
-    every substep's configuration and velocity kept. With ``newton_memory`` (SolverOptions.newton_memory) the
+    every substep's configuration and velocity kept, and with ``substep_kin`` every substep's kinematics (else
+    only the last's: writing each substep's link poses into fresh memory cost a 10-link chain a fifth of its
+    step time, BENCHMARKS.md). With ``newton_memory`` (SolverOptions.newton_memory) the
     step keeps a Newton memory: ``newton`` is the state's NewtonMemory (integrators/newton.py) or None (none yet:
     first-order warm start, fresh Hessians) and the new one is returned (never written into the one passed);
     without, both are None. Inputs that are already C-contiguous arrays of the kernel's dtype and shape are
@@ -182,9 +185,9 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
         CP, CACT, CNORM, CANC = _no_contact(empty, B, dtype)
     IT, GN, CONV = np.empty((n, B), np.int64), np.empty((n, B), dtype), np.empty((n, B), np.bool_)
     if finish:
-        L = body.L
-        outs = (np.empty((n, B, nv), dtype), np.empty((n, B, L, 3, 3), dtype), np.empty((n, B, L, 3), dtype),
-                np.empty((n, B, nv, 3), dtype), np.empty((n, B, nv, 3), dtype), np.empty((B, n_s, 3), dtype))
+        L, nk = body.L, n if substep_kin else 1
+        outs = (np.empty((n, B, nv), dtype), np.empty((nk, B, L, 3, 3), dtype), np.empty((nk, B, L, 3), dtype),
+                np.empty((nk, B, nv, 3), dtype), np.empty((nk, B, nv, 3), dtype), np.empty((B, n_s, 3), dtype))
     else:
         outs = _empty_outputs(consts, dtype)
     _run(consts, B, n, finish, entries.step_batch_serial, entries.step_batch,
@@ -196,9 +199,9 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
         return KernelStep(q, its, GN[n - 1], conv, newton=memory)
     QD, R, t, w, v, force = outs
     c = n % 2
-    return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[n - 1], t[n - 1], w[n - 1], v[n - 1]),
+    return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[-1], t[-1], w[-1], v[-1]),
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
-                      Q[n + 1], Q[3:], QD, Kinematics(R, t, w, v), memory)
+                      Q[n + 1], Q[3:], QD, Kinematics(R, t, w, v) if substep_kin else None, memory)
 
 
 def _no_memory(empty, B, dtype):
