@@ -85,3 +85,23 @@ def test_scaling_n_quick_run_writes_every_case(tmp_path):
         assert [(r["family"], r["size"]) for r in ratios] == [("chain", "5"), ("chain", "10"), ("legged", "4"),
                                                               ("legged", "6")]
         assert all(float(v) > 0 for r in ratios for k, v in r.items() if k not in ("family", "size"))
+
+
+def test_interleaved_takes_turns_and_reports_medians():
+    """Every replay runs once per round, in order, until each has run three times and for min_wall seconds; the
+    rate reported is each one's median, with the iterations and convergence of its last replay."""
+    from pbad_gym.bench.scaling_n import interleaved
+
+    calls = []
+
+    def replay(name, rates):
+        it = iter(rates)
+
+        def once():
+            calls.append(name)
+            return next(it), len(calls), 1.0
+        return once
+
+    out = interleaved([replay("a", [5.0, 1.0, 3.0, 9.0]), replay("b", [2.0, 8.0, 4.0, 4.0])], min_wall=0.0)
+    assert calls == ["a", "b"] * 3
+    assert out == [(3.0, 5, 1.0), (4.0, 6, 1.0)]

@@ -11,6 +11,10 @@ Two families, each simulated by PBAD (numba kernel) at its own default Δt and a
   evenly around the torso (6 + 2·legs DOF, 1 + 3·legs contact spheres), under random actions held for 0.05 s; PBAD's
   default Δt 0.001 s (Spider-v4's converged step), MuJoCo's 0.01 s on Ant-v5's own XML with as many legs.
 
+The engines and step sizes of one body take turns, one replay of the same stretch of motion each per round
+(:func:`interleaved`), so that every ratio compares rates measured under the same load from the host's other
+tenants.
+
 Writes scaling_n.csv, ratios.csv (PBAD over MuJoCo per body) and scaling_n.png under ``--out``/scaling_n and
 prints the tables.
 """
@@ -33,7 +37,7 @@ CHAIN_DTS = {"pbad": 0.01, "mujoco": 0.001}  # each engine's default step for th
 LEGGED_DTS = {"pbad": 0.001, "mujoco": 0.01}  # Spider-v4's converged step; Ant-v5's XML
 CONTROL_INTERVAL = 0.05  # [s] actions are held this long (Ant-v5's control interval); also the substeps per call
 WARMUP_SIM = 0.25  # [s] simulated before the timed stretch (the legged bodies have dropped onto their feet)
-MIN_WALL = 1.0  # [s] the timed stretch is replayed until this much wall time has passed
+MIN_WALL = 1.0  # [s] each engine and step replays its timed stretch for at least this long
 TOL = DEFAULT_TOL[np.dtype(np.float64)]
 HEADER = ["family", "size", "dof", "engine", "dt", "tol", "batch", "threads", "physics_steps_per_s",
           "sim_seconds_per_s", "lm_iterations_per_step", "converged"]
@@ -126,14 +130,14 @@ def _spider_env(n_legs, num_envs, dt, tol, newton_memory=False):
     return env
 
 
-def time_pbad(sim, substeps, sim_seconds, torques=None, min_wall=MIN_WALL):
-    """(physics steps/s over the batch, mean LM iterations per physics step, fraction of converged steps) of
-    ``sim`` simulating ``sim_seconds`` [s] in calls of ``substeps`` physics steps, after WARMUP_SIM seconds of warm-up
-    calls (at least five: :class:`LaunchChooser` tries the parallel launch twice, then the serial one twice, and
-    each compiles or loads on its first use). The timed stretch is replayed from the same state (and the same
-    torques) until ``min_wall`` seconds have passed, at least three times; the rate is the median. ``torques``: a
-    function of a seed giving a function that draws each call's (B, nv) generalised force (None: none). The same
-    stretch of motion on every run, so iteration counts compare between runs and code versions."""
+def pbad_replay(sim, substeps, sim_seconds, torques=None):
+    """One replay at a time of ``sim``: after WARMUP_SIM seconds of warm-up calls of ``substeps`` physics steps (at
+    least five: :class:`LaunchChooser` tries the parallel launch twice, then the serial one twice, and each
+    compiles or loads on its first use), a function that replays the next ``sim_seconds`` [s] from the same state
+    (and the same torques) and returns (physics steps/s over the batch, mean LM iterations per physics step,
+    fraction of converged steps). ``torques``: a function of a seed giving a function that draws each call's
+    (B, nv) generalised force (None: none). The same stretch of motion on every replay, so iteration counts
+    compare between runs and code versions."""
     def call(draw):
         return sim.step(None if draw is None else draw(), substeps=substeps)
 
@@ -142,8 +146,8 @@ def time_pbad(sim, substeps, sim_seconds, torques=None, min_wall=MIN_WALL):
     for _ in range(max(2 * (LaunchChooser.WARMUP + 1) + 1, int(round(WARMUP_SIM / per_call)))):
         call(warm)
     start, n = sim.snapshot(), max(1, int(round(sim_seconds / per_call)))
-    rates, total = [], 0.0
-    while len(rates) < 3 or total < min_wall:
+
+    def once():
         sim.restore(start)
         draw = None if torques is None else torques(1)
         its, ok, t0 = 0.0, 0.0, time.perf_counter()
@@ -151,17 +155,15 @@ def time_pbad(sim, substeps, sim_seconds, torques=None, min_wall=MIN_WALL):
             info = call(draw)
             its += float(np.mean(info["iterations"]))
             ok += float(np.mean(info["converged"]))
-        wall = time.perf_counter() - t0
-        rates.append(sim.num_envs * n * substeps / wall)
-        total += wall
-    return float(np.median(rates)), its / (n * substeps), ok / n
+        return sim.num_envs * n * substeps / (time.perf_counter() - t0), its / (n * substeps), ok / n
+    return once
 
 
-def time_mujoco(xml, batch, threads, sim_seconds, hold, seed=0, min_wall=MIN_WALL):
-    """Physics steps/s over the batch of ``mujoco.rollout`` on the model ``xml``: WARMUP_SIM seconds from its
-    initial state (untimed), then ``sim_seconds`` [s] from where each trajectory got to, replayed as
-    :func:`time_pbad` does (median rate), random controls in the actuators' ranges held ``hold`` steps, ``threads``
-    MjData."""
+def mujoco_replay(xml, batch, threads, sim_seconds, hold, seed=0):
+    """One replay at a time of ``mujoco.rollout`` on the model ``xml``: WARMUP_SIM seconds from its initial state
+    (untimed), then a function that replays ``sim_seconds`` [s] from where each trajectory got to and returns
+    (physics steps/s over the batch, NaN, NaN), as :func:`pbad_replay`; random controls in the actuators' ranges
+    held ``hold`` steps, ``threads`` MjData."""
     import mujoco
     from mujoco import rollout
 
@@ -183,14 +185,28 @@ def time_mujoco(xml, batch, threads, sim_seconds, hold, seed=0, min_wall=MIN_WAL
     init = rollout.rollout(model, data, np.tile(state0, (batch, 1)), controls(warm), nstep=warm)[0][:, -1]
     nstep = max(hold, int(round(sim_seconds / dt)))
     ctrl = controls(nstep)
-    rates, total = [], 0.0
-    while len(rates) < 3 or total < min_wall:
+
+    def once():
         t0 = time.perf_counter()
         rollout.rollout(model, data, init, ctrl, nstep=nstep)
-        wall = time.perf_counter() - t0
-        rates.append(batch * nstep / wall)
-        total += wall
-    return float(np.median(rates))
+        return batch * nstep / (time.perf_counter() - t0), float("nan"), float("nan")
+    return once
+
+
+def interleaved(replays, min_wall=MIN_WALL):
+    """Run the ``replays`` (functions as :func:`pbad_replay` returns) in turns, one replay each per round, until
+    each has run at least three times and for ``min_wall`` seconds in all: [(median rate, its, converged)] per
+    replay (its and converged of its last replay: every replay runs the same motion). Taking turns puts every
+    engine and step size under the same load from the host's other tenants, which moved back-to-back
+    measurements by up to 25 %."""
+    runs = [[] for _ in replays]
+    walls = [0.0] * len(replays)
+    while min(len(r) for r in runs) < 3 or min(walls) < min_wall:
+        for k, once in enumerate(replays):
+            t0 = time.perf_counter()
+            runs[k].append(once())
+            walls[k] += time.perf_counter() - t0
+    return [(float(np.median([x[0] for x in r])), r[-1][1], r[-1][2]) for r in runs]
 
 
 def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=float("nan"), converged=float("nan")):
@@ -198,20 +214,23 @@ def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=fl
     return (family, size, dof, engine, dt, tol, batch, threads, rate, rate * dt, iterations, converged)
 
 
-def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL, newton_memory=False):
+def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL, newton_memory=False, min_wall=MIN_WALL):
     """Rows of the chain family (see the module docstring)."""
     from ..model import chain
     from ..simulator import Simulator
 
     for n in ns:
-        for engine, dt in (("pbad", CHAIN_DTS["pbad"]), ("pbad", CHAIN_DTS["mujoco"])):
+        cases, replays = [], []
+        for dt in (CHAIN_DTS["pbad"], CHAIN_DTS["mujoco"]):
             sim = Simulator(chain(n), dt=dt, num_envs=batch, backend="numba", tol=tol, newton_memory=newton_memory)
-            substeps = int(round(CONTROL_INTERVAL / dt))
-            yield _row("chain", n, n, engine, dt, tol, batch, threads, *time_pbad(sim, substeps, sim_seconds))
+            cases.append(("pbad", dt, tol))
+            replays.append(pbad_replay(sim, int(round(CONTROL_INTERVAL / dt)), sim_seconds))
         if with_mujoco:
             dt = CHAIN_DTS["mujoco"]
-            rate = time_mujoco(chain_xml(n, dt), batch, threads, sim_seconds, hold=1)
-            yield _row("chain", n, n, "mujoco implicitfast", dt, float("nan"), batch, threads, rate)
+            cases.append(("mujoco implicitfast", dt, float("nan")))
+            replays.append(mujoco_replay(chain_xml(n, dt), batch, threads, sim_seconds, hold=1))
+        for (engine, dt, tol_), result in zip(cases, interleaved(replays, min_wall)):
+            yield _row("chain", n, n, engine, dt, tol_, batch, threads, *result)
 
 
 def _random_torques(env, seed):
@@ -228,20 +247,26 @@ def _random_torques(env, seed):
     return start
 
 
-def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0, newton_memory=False):
+def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0, newton_memory=False,
+                 min_wall=MIN_WALL):
     """Rows of the Spider-like family (see the module docstring)."""
     for n_legs in legs:
         dof = 6 + 2 * n_legs
+        cases, replays, envs = [], [], []
         for dt in (LEGGED_DTS["pbad"], LEGGED_DTS["mujoco"]):
             env = _spider_env(n_legs, batch, dt, tol, newton_memory)
-            yield _row("legged", n_legs, dof, "pbad", dt, tol, batch, threads,
-                       *time_pbad(env.sim, env.frame_skip, sim_seconds, _random_torques(env, seed)))
-            env.close()
+            envs.append(env)
+            cases.append(("pbad", dt, tol))
+            replays.append(pbad_replay(env.sim, env.frame_skip, sim_seconds, _random_torques(env, seed)))
         if with_mujoco:
             dt = LEGGED_DTS["mujoco"]
-            rate = time_mujoco(legged_xml(n_legs), batch, threads, sim_seconds,
-                               hold=int(round(CONTROL_INTERVAL / dt)))
-            yield _row("legged", n_legs, dof, "mujoco rk4 (Ant-v5 XML)", dt, float("nan"), batch, threads, rate)
+            cases.append(("mujoco rk4 (Ant-v5 XML)", dt, float("nan")))
+            replays.append(mujoco_replay(legged_xml(n_legs), batch, threads, sim_seconds,
+                                         hold=int(round(CONTROL_INTERVAL / dt))))
+        for (engine, dt, tol_), result in zip(cases, interleaved(replays, min_wall)):
+            yield _row("legged", n_legs, dof, engine, dt, tol_, batch, threads, *result)
+        for env in envs:
+            env.close()
 
 
 def _label(engine, dt):
@@ -333,7 +358,7 @@ def run(args):
     per_body = 2 + with_mujoco
     rows = []
     with tqdm(total=per_body * (len(ns) + len(legs)), desc="scaling-n", unit="case") as bar:
-        mem = dict(newton_memory=args.newton_memory)
+        mem = dict(newton_memory=args.newton_memory, min_wall=0.2 if args.quick else MIN_WALL)
         for row in itertools.chain(chain_cases(ns, chain_batch, args.threads, seconds, with_mujoco, args.tol, **mem),
                                    legged_cases(legs, legged_batch, args.threads, seconds, with_mujoco, args.tol,
                                                 **mem)):

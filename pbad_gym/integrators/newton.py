@@ -18,8 +18,8 @@ Two things make a converged step cheap when Δt is small beside the motion:
 The step energy (and so the armature term's target, the first-order prediction) is unchanged. The memory lives in
 the State (``State.newton``); a reset or a restored row has none (its first step starts first-order, with a fresh
 Hessian). Both engines (NumPy here, the numba kernel's lm.step_row) take the same decisions.
-It is an option, off by default (``SolverOptions.newton_memory``): on long stiff chains the extrapolation
-rings on the solves' residual errors and costs more iterations than it saves (docs/physics.md §2.5).
+The second-order start is gated by how well it predicted the last step (TRUST): on long chains the extrapolation
+otherwise rings on the solves' residual errors and costs more iterations than it saves (docs/physics.md §2.5).
 """
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ class NewtonMemory(NamedTuple):
     q_back (B, nq): q_{k−1} of the step that arrived at the state (the next step's q_{k−2}); history (B,) bool:
     q_back is valid (False after a reset). factor (B, nv, nv): lower Cholesky factor L of the last damped system
     H + μ·diag(D) the step solved, D (B, nv) and mu (B,) that system's Gauss-Newton diagonal and damping;
-    valid (B,) bool: the factor is usable (the last solve was a finite Cholesky solve)."""
+    valid (B,) bool: the factor is usable (the last solve was a finite Cholesky solve). trust (B,) bool: the
+    second-order extrapolation predicted the step that arrived here TRUST times better than the first-order one
+    (:func:`predictor_trust`; True where that step had no q_{k−2} to judge by)."""
 
     q_back: object
     history: object
@@ -43,13 +45,16 @@ class NewtonMemory(NamedTuple):
     D: object
     mu: object
     valid: object
+    trust: object
 
     def forget(self, rows):
-        """A copy with rows ``rows`` holding nothing (a reset): neither history nor a factor."""
-        history, valid = self.history.copy(), self.valid.copy()
+        """A copy with rows ``rows`` holding nothing (a reset): neither history nor a factor (and trust restored: a
+        new motion's extrapolation is judged afresh)."""
+        history, valid, trust = self.history.copy(), self.valid.copy(), self.trust.copy()
         history[rows] = False
         valid[rows] = False
-        return self._replace(history=history, valid=valid)
+        trust[rows] = True
+        return self._replace(history=history, valid=valid, trust=trust)
 
 
 SMOOTH = 0.5  # the memory is used where max_j |Δ²q_j| ≤ SMOOTH · max_j |Δq_j| (:func:`warm_start`)
@@ -63,6 +68,13 @@ CHORD_RATE = 0.25
 # a chord step contracts it by 0.05-0.4 (NumPy, 8 rows x 450 steps at 0.001 s: median 0.05 on a 10-link chain, 0.37
 # on 40 links), so from further out it rarely converges and costs an energy evaluation before the fresh Hessian.
 CHORD_GATE = 10.0
+# The second-order start is used only after a step whose solution it would have predicted at least 1/TRUST times
+# closer than the first-order start did (max-norm in the tangent space; :func:`predictor_trust`, judged on every step
+# whichever start it took). Where the solves' residual errors excite a barely damped mode (the tip of a long chain)
+# the extrapolation amplifies them (weights 3, −3, 1) and stops being closer; the first-order start (weights 2, −1)
+# then keeps the mode quiet: an 80-link chain took 1.77 LM iterations per step with the memory ungated, 1.00
+# without the memory and 0.82 with the gate (BENCHMARKS.md, "The Newton memory").
+TRUST = 0.25
 
 
 def warm_start(body, q_back, q_prev, q, q_pred, history):
@@ -78,6 +90,19 @@ def warm_start(body, q_back, q_prev, q, q_pred, history):
     smooth = history & (xp.max(xp.abs(d2), -1) <= SMOOTH * xp.max(xp.abs(d1), -1))
     x = integrate(body, q, d1 + d2)
     return xp.where(smooth[:, None], x, q_pred), smooth
+
+
+def predictor_trust(body, q_back, q_prev, q, q_next, history):
+    """(B,) bool: whether the second-order extrapolation from q_back, q_prev, q (q_{k−2}, q_{k−1}, q_k; (B, nq))
+    predicted the step's solution q_next at least 1/TRUST times closer than the first-order one, max_j of
+    |u − Δq − Δ²q|_j against max_j |u − Δq|_j with u = q_next ⊖ q_k, Δq = q_k ⊖ q_{k−1}, Δ²q = Δq − (q_{k−1} ⊖
+    q_{k−2}) — and True where ``history`` (B,) is not set (no q_{k−2} to judge by). kernels/numba/lm.py
+    predictor_trust is the same arithmetic, row by row."""
+    xp = xp_of(q)
+    d1 = difference(body, q_prev, q)
+    d2 = d1 - difference(body, q_back, q_prev)
+    u = difference(body, q, q_next) - d1
+    return ~history | (xp.max(xp.abs(u - d2), -1) <= TRUST * xp.max(xp.abs(u), -1))
 
 
 def chord_solve(factor, g):

@@ -21,7 +21,8 @@ from ..kinematics import (difference, forward_kinematics, generalized_gradient, 
 from ..optim import LMResult
 from ..optim import lm as _lm
 from ..optim.lm import SolvedSystem, _acceptable
-from .newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, NewtonMemory, cholesky_rows, chord_solve, warm_start
+from .newton import (CHORD_GATE, CHORD_RATE, CHORD_STEPS, NewtonMemory, cholesky_rows, chord_solve, predictor_trust,
+                     warm_start)
 from .options import SolverOptions
 from .solve import minimize
 from .state import StepInfo, advance, contract_step, order2_state_velocity, with_kinematics
@@ -200,11 +201,11 @@ def _merge_system(system, sub, rows, B):
     return system
 
 
-def next_memory(body, q_prev, newton, system):
+def next_memory(body, q_prev, newton, system, trust):
     """The NewtonMemory a step leaves (integrators/newton.py): q_back = its q_{k−1} ``q_prev`` (B, nq), and per
     row the Cholesky factor of the last damped system it solved (``system``, a SolvedSystem; None: no solve) where
     that solve was finite and the system positive definite, else invalid; rows that solved nothing keep the
-    memory ``newton`` had (None: invalid)."""
+    memory ``newton`` had (None: invalid); ``trust`` (B,) bool: newton.predictor_trust of the step."""
     xp = xp_of(q_prev)
     B = q_prev.shape[0]
     if system is None:
@@ -221,7 +222,7 @@ def next_memory(body, q_prev, newton, system):
     else:
         D, mu = system.D, system.mu
         valid = valid & system.solved
-    return NewtonMemory(q_prev, xp.ones(B, dtype=bool), L, D, mu, valid)
+    return NewtonMemory(q_prev, xp.ones(B, dtype=bool), L, D, mu, valid, trust)
 
 
 def solve_step(body, data, options, record_history=False, x0=None, max_iter=None, track_system=False):
@@ -355,7 +356,11 @@ def solve_remembering(body, data, options, q_prev, newton):
         return (*solve_step_in_cone(body, data, options), None)
     x0 = None
     if newton is not None:
-        x0, smooth = warm_start(body, newton.q_back, q_prev, data.q_ref, data.q_pred, newton.history)
+        x0, smooth = warm_start(body, newton.q_back, q_prev, data.q_ref, data.q_pred, newton.history & newton.trust)
         newton = newton._replace(valid=newton.valid & smooth)
     q_next, res, data = solve_step_in_cone(body, data, options, x0, newton, track_system=True)
-    return q_next, res, data, next_memory(body, q_prev, newton, res.system)
+    if newton is None:
+        trust = xp_of(q_prev).ones(q_prev.shape[0], dtype=bool)
+    else:
+        trust = predictor_trust(body, newton.q_back, q_prev, data.q_ref, q_next, newton.history)
+    return q_next, res, data, next_memory(body, q_prev, newton, res.system, trust)

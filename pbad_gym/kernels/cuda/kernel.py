@@ -34,7 +34,7 @@ from ..numba.constants import StepConstants
 from ..numba.dynamics import energy_terms_row
 from ..numba.forward import forward_kinematics
 from ..numba.batch import load_memory, store_memory
-from ..numba.lm import step_row
+from ..numba.lm import next_trust, step_row
 from ..numba.scratch import StepScratch
 from .device import simulated
 
@@ -51,14 +51,14 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
                 contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                cone_tol, mach_eps, mu0, q_back, HV, MF, MD, MM, MV, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q,
-                out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm,
+                cone_tol, mach_eps, mu0, q_back, HV, HT, MF, MD, MM, MV, q_prev, q_cur, tau, cP, cact, cnorm, canc,
+                out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm,
                 out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs, xs, Rp, tp, Rr, tr, A,
                 bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred, s33, s3, s36, xv, ev, zv,
                 Dc, mc):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
     the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last), the
-    Newton memory (batch.step_rows' HV, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place."""
+    Newton memory (batch.step_rows' HV, HT, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place."""
     r = cuda.grid(1)
     if r < q_cur.shape[0]:
         m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -78,10 +78,11 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                          Dc[..., r], mc[..., r])
         if MV[r]:
             load_memory(MF[r], MD[r], MM[r], sc)
-        step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want,
-                 out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, False,
-                 HV[r], MV[r])
+        cu = step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want,
+                      out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc,
+                      False, HV[r] and HT[r], MV[r])
         store_memory(sc, r, MF, MD, MM, MV)
+        HT[r] = next_trust(m, fo, sc, cu, q_back[r], HV[r])
 
 
 @cuda.jit(**_OPTIONS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ...integrators.newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, SMOOTH
+from ...integrators.newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, SMOOTH, TRUST
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
 from .contact import cone_refresh, contact_update, normal_shift
@@ -59,6 +59,35 @@ def warm_start(m, qb, qp, qc, dv, d2, tmp, out):
         d2[k] = dv[k] + d2[k]
     integrate(m, qc, d2, out)
     return True
+
+
+@jitable
+def predictor_trust(m, qb, qp, qc, qn, d1, d2, u):
+    """integrators/newton.py predictor_trust of one row, the same arithmetic: whether q_{k−2}, q_{k−1}, q_k (qb, qp,
+    qc (nq,)) extrapolated to second order predicted the solution qn at least 1/TRUST times closer than to first
+    order. d1, d2, u (nv,) scratch."""
+    difference(m, qp, qc, d1)
+    difference(m, qb, qp, d2)
+    difference(m, qc, qn, u)
+    e1, e2 = 0.0, 0.0
+    for j in range(d1.shape[0]):
+        d2[j] = d1[j] - d2[j]
+        u[j] = u[j] - d1[j]
+        e1, e2 = max(e1, abs(u[j])), max(e2, abs(u[j] - d2[j]))
+    return e2 <= TRUST * e1
+
+
+@jitable
+def next_trust(m, fo, sc, cu, qb, valid):
+    """The Newton memory's trust after a row's step that left its solution in LM slot ``cu``
+    (:func:`predictor_trust` of q_back ``qb`` (nq,) and the step's sc.qp, sc.qc; True without the memory or where
+    ``valid`` is False: no q_{k−2} to judge by). Uses the slots' free halves as scratch."""
+    if fo.newton_memory == 0 or not valid:
+        return True
+    xb = sc.xs[1 - cu]
+    for k in range(qb.shape[0]):
+        xb[k] = qb[k]
+    return predictor_trust(m, xb, sc.qp, sc.qc, sc.xs[cu], sc.dx, sc.dv, sc.gs[1 - cu])
 
 
 @inlined_by_llvm

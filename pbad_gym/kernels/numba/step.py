@@ -166,12 +166,12 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
     # batch.step_rows: the states in Q (q_{k−2}, q_prev, q, then every substep's), the contact memory in two
-    # rotating slots, the Newton memory in HV, MF, MD, MM, MV
+    # rotating slots, the Newton memory in HV, HT, MF, MD, MM, MV
     Q = np.empty((n + 3, B, nq), dtype)
     Q[1], Q[2] = _arr(q_prev, dtype, (B, nq)), _arr(q_cur, dtype, (B, nq))
     if not newton_memory:
         newton = None
-    HV, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype) if newton_memory else _no_memory(empty, B, dtype)
+    HV, HT, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype) if newton_memory else _no_memory(empty, B, dtype)
     Q[0] = Q[1] if newton is None else _arr(newton.q_back, dtype, (B, nq))
     if has_contact:
         CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
@@ -191,10 +191,10 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     else:
         outs = _empty_outputs(consts, dtype)
     _run(consts, B, n, finish, entries.step_batch_serial, entries.step_batch,
-         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, HV, MF, MD, MM, MV, IT, GN, CONV, int(finish), *outs))
+         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, int(finish), *outs))
     q, its = Q[n + 2], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
-    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV) if newton_memory else None  # (q_{k−2} next)
+    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV, HT) if newton_memory else None  # (q_{k−2} next)
     if not finish:
         return KernelStep(q, its, GN[n - 1], conv, newton=memory)
     QD, R, t, w, v, force = outs
@@ -205,23 +205,23 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
 
 
 def _no_memory(empty, B, dtype):
-    """(HV, MF, MD, MM, MV) without a Newton memory: nothing valid, no factor (zero-size; cached: the kernel
-    never writes them when fo.newton_memory is 0)."""
+    """(HV, HT, MF, MD, MM, MV) without a Newton memory: nothing valid, no factor (zero-size; cached: without
+    fo.newton_memory the kernel writes only True into HT and False into MV, which is what they hold)."""
     key = ("no-memory", B)
     if key not in empty:
-        empty[key] = (np.zeros(B, np.bool_), np.zeros((B, 0, 0), dtype), np.zeros((B, 0), dtype), np.zeros(B, dtype),
-                      np.zeros(B, np.bool_))
+        empty[key] = (np.zeros(B, np.bool_), np.ones(B, np.bool_), np.zeros((B, 0, 0), dtype), np.zeros((B, 0), dtype),
+                      np.zeros(B, dtype), np.zeros(B, np.bool_))
     return empty[key]
 
 
 def _newton_arrays(newton, B, nv, dtype):
-    """(HV, MF, MD, MM, MV) of batch.step_rows from a NewtonMemory (copies: the kernel writes the new memory
+    """(HV, HT, MF, MD, MM, MV) of batch.step_rows from a NewtonMemory (copies: the kernel writes the new memory
     into them) or None (nothing valid)."""
     if newton is None:
-        return (np.zeros(B, np.bool_), np.zeros((B, nv, nv), dtype), np.zeros((B, nv), dtype), np.zeros(B, dtype),
-                np.zeros(B, np.bool_))
-    return (np.array(newton.history, np.bool_), np.array(newton.factor, dtype), np.array(newton.D, dtype),
-            np.array(newton.mu, dtype), np.array(newton.valid, np.bool_))
+        return (np.zeros(B, np.bool_), np.ones(B, np.bool_), np.zeros((B, nv, nv), dtype), np.zeros((B, nv), dtype),
+                np.zeros(B, dtype), np.zeros(B, np.bool_))
+    return (np.array(newton.history, np.bool_), np.array(newton.trust, np.bool_), np.array(newton.factor, dtype),
+            np.array(newton.D, dtype), np.array(newton.mu, dtype), np.array(newton.valid, np.bool_))
 
 
 def _run(consts, B, n, kind, serial, parallel, args):
