@@ -118,7 +118,8 @@ class Simulator:
             gradient tolerance in units of q (rad, m), default 1e-9 in float64 and 1e-5 in float32.
         hessian: "exact" or "gauss_newton".
         newton_memory: keep a Newton memory between order-2 LM steps (a second-order warm start and a chord first
-            iteration: docs/physics.md §2.5); off by default.
+            iteration: docs/physics.md §2.5); on by default (False: the memoryless solve, the same trajectories
+            to the solver tolerance).
         order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, docs/physics.md §3).
         contact_model: "penalty" (contact energies in the step, docs/physics.md §2) or "impulse" (a contact-free PBAD
             step corrected by a boxed LCP on the contact impulses, §7; ``contact`` is then None/True, a dict of

@@ -202,9 +202,9 @@ def test_an_env_step_is_one_advance_one_backend_call_and_one_action_check(backen
     calls = []
     backend_step = sim._step
 
-    def counted(model, state, tau, options, substeps=1):
+    def counted(model, state, tau, options, substeps=1, **kw):
         calls.append(substeps)
-        return backend_step(model, state, tau, options, substeps)
+        return backend_step(model, state, tau, options, substeps, **kw)
 
     def no_second_check(tau):
         raise AssertionError("the Simulator checked tau again")

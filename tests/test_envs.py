@@ -132,8 +132,8 @@ def test_diverged_trajectory_is_truncated_and_leaves_others_unchanged():
     env.reset(seed=5)
     sim_step = env.sim._advance
 
-    def faulty_step(tau, substeps=1):  # the engine blows up on row 1 at the 4th step
-        out = sim_step(tau, substeps)
+    def faulty_step(tau, substeps=1, **kw):  # the engine blows up on row 1 at the 4th step
+        out = sim_step(tau, substeps, **kw)
         if faulty_step.calls == 3:
             env.sim.state.q[1, 0] = np.nan
         faulty_step.calls += 1

@@ -227,14 +227,14 @@ def test_one_kernel_call_of_substeps_equals_single_calls():
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_the_memory_is_off_unless_asked_for(backend):
-    """By default no State carries a memory and a step is the memoryless one: the same numbers as a step whose
-    State had its memory dropped, and a bad value names the argument."""
+def test_the_memory_is_on_unless_switched_off(backend):
+    """By default a State carries a memory; with newton_memory=False none, and a step is the memoryless one: the
+    same numbers as a step whose State had its memory dropped; a bad value names the argument."""
     if backend == "numba":
         pytest.importorskip("numba")
-    plain = Simulator(chain(6), dt=0.001, num_envs=2, backend=backend, tol=1e-7)
-    assert plain.options.newton_memory is False
-    remembering = Simulator(chain(6), dt=0.001, num_envs=2, backend=backend, tol=1e-7, newton_memory=True)
+    assert Simulator(chain(6), dt=0.001, num_envs=2, backend=backend).options.newton_memory is True
+    plain = Simulator(chain(6), dt=0.001, num_envs=2, backend=backend, tol=1e-7, newton_memory=False)
+    remembering = Simulator(chain(6), dt=0.001, num_envs=2, backend=backend, tol=1e-7)
     for _ in range(30):
         plain.step(None)
         remembering.step(None)

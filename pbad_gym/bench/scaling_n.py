@@ -56,8 +56,9 @@ def add_arguments(p):
     p.add_argument("--tol", type=float, default=TOL,
                    help=f"PBAD's solver tolerance [rad], both families (default {TOL:g}: the environments')")
     p.add_argument("--no-mujoco", action="store_true", help="skip mujoco.rollout even if installed")
-    p.add_argument("--newton-memory", action="store_true",
-                   help="PBAD with the solver's Newton memory (Simulator newton_memory=True; docs/physics.md §2.5)")
+    p.add_argument("--no-newton-memory", dest="newton_memory", action="store_false",
+                   help="PBAD without the solver's Newton memory (Simulator newton_memory=False; docs/physics.md "
+                        "§2.5; it is on by default)")
 
 
 def _vec(x):
@@ -119,7 +120,7 @@ def legged_xml(n_legs):
     return ET.tostring(root, encoding="unicode")
 
 
-def _spider_env(n_legs, num_envs, dt, tol, newton_memory=False):
+def _spider_env(n_legs, num_envs, dt, tol, newton_memory=True):
     """Spider-v4 with ``n_legs`` legs, physics step ``dt`` [s] and solver tolerance ``tol`` [rad] (and the Newton
     memory where asked for), reset (seed 0)."""
     from ..envs.spider import SpiderV4VectorEnv
@@ -214,7 +215,7 @@ def _row(family, size, dof, engine, dt, tol, batch, threads, rate, iterations=fl
     return (family, size, dof, engine, dt, tol, batch, threads, rate, rate * dt, iterations, converged)
 
 
-def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL, newton_memory=False, min_wall=MIN_WALL):
+def chain_cases(ns, batch, threads, sim_seconds, with_mujoco, tol=TOL, newton_memory=True, min_wall=MIN_WALL):
     """Rows of the chain family (see the module docstring)."""
     from ..model import chain
     from ..simulator import Simulator
@@ -247,7 +248,7 @@ def _random_torques(env, seed):
     return start
 
 
-def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0, newton_memory=False,
+def legged_cases(legs, batch, threads, sim_seconds, with_mujoco, tol=TOL, seed=0, newton_memory=True,
                  min_wall=MIN_WALL):
     """Rows of the Spider-like family (see the module docstring)."""
     for n_legs in legs:
@@ -353,7 +354,7 @@ def run(args):
     out = out_dir(args.out, "scaling_n")
     print(f"pbad-bench scaling-n on {machine()}, {stamp()}; {args.threads} threads, {seconds} simulated s per case "
           f"after {WARMUP_SIM} s, "
-          f"tol {args.tol:g} rad{', Newton memory' if args.newton_memory else ''}"
+          f"tol {args.tol:g} rad{'' if args.newton_memory else ', no Newton memory'}"
           f"{'' if with_mujoco else ' (MuJoCo not measured)'}")
     per_body = 2 + with_mujoco
     rows = []

@@ -27,8 +27,8 @@ Conventions shared by both forms:
   for more than ``max_unconverged_steps`` consecutive steps, is truncated with ``info["diverged"]``, reward 0,
   its last finite observation, and restored to its pre-step state until the autoreset; the others are
   unaffected;
-- ``newton_memory=True`` keeps the solver's Newton memory between physics steps (``Simulator``'s option,
-  docs/physics.md §2.5; off by default).
+- ``newton_memory`` (default True) keeps the solver's Newton memory between physics steps (``Simulator``'s
+  option, docs/physics.md §2.5; False: the memoryless solve).
 """
 from __future__ import annotations
 

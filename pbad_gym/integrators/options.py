@@ -45,9 +45,10 @@ class SolverOptions:
     inverse Hessian: the Gauss-Newton diagonal) or "lbfgs_hessian" (the inverse Gauss-Newton Hessian at the warm
     start). max_iter: iteration cap per step. tol: scaled-gradient tolerance in units of q (rad, m).
     hessian: "exact" or "gauss_newton" (LM's model of the order-2 energy). newton_memory: order 2 with LM keeps a
-    Newton memory between steps — a second-order warm start and a chord first iteration with the last step's
-    factor (docs/physics.md §2.5); off by default: it pays on smooth motion at small Δt (a 40-link chain at
-    0.001 s 1.3-1.5x faster) and costs elsewhere (an 80-link chain 0.6x; BENCHMARKS.md, "The Newton memory").
+    Newton memory between steps — a second-order warm start, where it predicted the last step well, and a chord
+    first iteration with the last step's factor (docs/physics.md §2.5); on by default: chains of 10 / 40 / 80 links
+    at 0.001 s run 1.2-1.8x as fast with it (BENCHMARKS.md, "The Newton memory"); False gives the memoryless
+    solve (the same trajectories to the solver tolerance).
     """
 
     order: int = 2
@@ -55,7 +56,7 @@ class SolverOptions:
     max_iter: int = _MAX_ITER["lm"][0]
     tol: float = _TOL[np.dtype(np.float64)]
     hessian: str = "exact"
-    newton_memory: bool = False
+    newton_memory: bool = True
 
     def __post_init__(self):
         if isinstance(self.order, bool) or self.order not in (2,) + COLLOCATION_ORDERS:
