@@ -27,8 +27,8 @@ Conventions shared by both forms:
   for more than ``max_unconverged_steps`` consecutive steps, is truncated with ``info["diverged"]``, reward 0,
   its last finite observation, and restored to its pre-step state until the autoreset; the others are
   unaffected;
-- ``newton_memory`` (default True) keeps the solver's Newton memory between physics steps (``Simulator``'s
-  option, docs/physics.md §2.5; False: the memoryless solve).
+- ``newton_memory=True`` keeps the solver's Newton memory between physics steps (``Simulator``'s option, on by
+  default there; docs/physics.md §2.5); the environments solve without it unless asked (DEFAULT_NEWTON_MEMORY).
 """
 from __future__ import annotations
 
@@ -57,6 +57,11 @@ NONFINITE_ACTIONS = ("raise", "zero")
 # in float32 a step below ~1e-5 rad is lost in the configuration's round-off, so a tighter tolerance only makes
 # every batched step wait max_iter iterations for its stuck rows
 DEFAULT_TOL = {np.dtype(np.float64): 1e-7, np.dtype(np.float32): 1e-5}
+# The environments solve without the Newton memory unless asked (the Simulator's default is with it): at their
+# physics steps it saves few iterations (Spider-v4: 5 %, 1.02x the speed at 16 envs) and its bookkeeping costs the
+# cheapest steps more than it saves (Swimmer-v1 0.93x at 256 envs, Spider-v0 0.95x at 16; BENCHMARKS.md, "The
+# Newton memory")
+DEFAULT_NEWTON_MEMORY = False
 
 
 def validate_solver_options(order, optimizer, contact_model, lcp_method, contact=False):
@@ -209,7 +214,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                  device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
                  render_num_envs=4, array_type="numpy", frame_skip=1, autoreset_mode=AutoresetMode.NEXT_STEP,
-                 newton_memory=SolverOptions.newton_memory):
+                 newton_memory=DEFAULT_NEWTON_MEMORY):
         self.num_envs = _positive_int(num_envs, "num_envs")
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
