@@ -233,6 +233,7 @@ def test_substep_kinematics_only_where_asked():
         one.step(tau)
     np.testing.assert_array_equal(kept["substep_kin"].R[3], one.kinematics().R)
 
+
 def test_each_solver_default_is_written_once():
     """The Simulator's, impulse_step's and LCPOptions.create's LCP defaults are LCPOptions' fields, and
     SolverOptions' field defaults are what create() fills in for float64 LM: no second copy that can drift."""

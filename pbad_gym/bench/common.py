@@ -7,6 +7,11 @@ import platform
 import time
 from pathlib import Path
 
+# The paper's solver: no Newton memory (the Simulator's default keeps one). The paper's figures (fig2, fig3, fig4,
+# order) are measured without it, so that they compare with the paper's and across backends (the lock-step LM of
+# device arrays has none).
+PAPER_SOLVER = {"newton_memory": False}
+
 
 def out_dir(path, name) -> Path:
     """``path``/``name``, created."""

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import PAPER_SOLVER, machine, out_dir, print_table, stamp, write_csv
 
 INTEGRATORS = ("pbad", "pbad3", "euler", "semi_implicit_euler", "rk4")  # pbad3: collocation order 3
 DTS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05)
@@ -35,7 +35,7 @@ def energy_trace(body, integrator, dt, seconds, sample=0.05):
     from ..simulator import Simulator
 
     order = 3 if integrator == "pbad3" else 2
-    sim = Simulator(body, dt=dt, integrator="pbad" if order == 3 else integrator, order=order)
+    sim = Simulator(body, dt=dt, integrator="pbad" if order == 3 else integrator, order=order, **PAPER_SOLVER)
     scale = body.total_mass * 9.81 * _chain_length(body) / 2
     n, every = int(round(seconds / dt)), max(1, int(round(sample / dt)))
     e0 = float(sum(sim.energy())[0])
@@ -65,7 +65,7 @@ def throughput(body, dt, batch, steps):
     """PBAD env-steps/s of ``body`` at batch size ``batch`` (random initial velocities)."""
     from ..simulator import Simulator
 
-    sim = Simulator(body, dt=dt, num_envs=batch)
+    sim = Simulator(body, dt=dt, num_envs=batch, **PAPER_SOLVER)
     sim.reset(qd=np.random.default_rng(0).normal(scale=0.5, size=(batch, body.nv)))
     for _ in range(3):
         sim.step()

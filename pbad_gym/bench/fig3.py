@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import PAPER_SOLVER, machine, out_dir, print_table, stamp, write_csv
 
 NS = (5, 10, 20, 40, 70, 100)
 DTS = (0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128)
@@ -32,7 +32,7 @@ def swinging_state(n, dt, seconds=0.2):
     from ..model import chain
     from ..simulator import Simulator
 
-    sim = Simulator(chain(n), dt=dt)
+    sim = Simulator(chain(n), dt=dt, **PAPER_SOLVER)
     for _ in range(int(round(seconds / dt))):
         sim.step()
     return sim.q.copy(), sim.qd.copy()
@@ -44,7 +44,7 @@ def measure(n, order, optimizer, dt, steps, tol, state):
     from ..simulator import Simulator
 
     max_iter = 50 if optimizer == "lm" else (3000 if order == 2 else 300)
-    sim = Simulator(chain(n), dt=dt, order=order, optimizer=optimizer, tol=tol, max_iter=max_iter)
+    sim = Simulator(chain(n), dt=dt, order=order, optimizer=optimizer, tol=tol, max_iter=max_iter, **PAPER_SOLVER)
     sim.reset(*state)
     its, ok, t0 = [], True, time.perf_counter()
     for _ in range(steps):
@@ -63,7 +63,7 @@ def large_dt(dts, seconds):
     scale = body.total_mass * 9.81 * 0.5  # potential drop of the chain hanging straight down
     rows = []
     for dt in dts:
-        sim = Simulator(body, dt=dt)
+        sim = Simulator(body, dt=dt, **PAPER_SOLVER)
         e0, n = float(sum(sim.energy())[0]), max(1, int(round(seconds / dt)))
         t0 = time.perf_counter()
         for _ in range(n):

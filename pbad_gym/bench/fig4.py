@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import PAPER_SOLVER, machine, out_dir, print_table, stamp, write_csv
 
 LINKS = (5, 10, 20, 40)
 TRAJECTORIES = (10, 30, 100, 300, 1000)
@@ -102,7 +102,7 @@ def time_chain(n_links, batch, steps, device, backend, dtype, seed=0):
     from ..simulator import Simulator
 
     body = chain(n_links)
-    sim = Simulator(body, dt=0.01, num_envs=batch, device=device, backend=backend, dtype=dtype)
+    sim = Simulator(body, dt=0.01, num_envs=batch, device=device, backend=backend, dtype=dtype, **PAPER_SOLVER)
     rng = np.random.default_rng(seed)
     sim.reset(q=rng.uniform(-0.5, 0.5, (batch, body.nq)), qd=rng.uniform(-0.5, 0.5, (batch, body.nv)))
     sim.step()  # warm-up: compiles kernels (numba, CuPy) and fills caches

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import PAPER_SOLVER, machine, out_dir, print_table, stamp, write_csv
 
 DTS = (0.01, 0.005, 0.0025, 0.00125, 0.000625)
 
@@ -23,7 +23,7 @@ def final_q(order, dt, t_end, tol):
     from ..simulator import Simulator
 
     kw = dict(integrator="rk4") if order == 0 else dict(order=order, tol=tol)
-    sim = Simulator(chain(3), dt=dt, **kw)
+    sim = Simulator(chain(3), dt=dt, **kw, **PAPER_SOLVER)
     for _ in range(int(round(t_end / dt))):
         sim.step()
     return sim.q[0].copy()

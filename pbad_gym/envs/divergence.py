@@ -285,7 +285,7 @@ class EnergyBudget:
         (kernels.numba.guard: the reference's expressions, the same numbers bit for bit). The terms of the last
         state become :meth:`current`'s for ``view``."""
         q, qd = info.substep_q, info.substep_qd
-        if self._compiled is None:
+        if self._compiled is None or (q is not None and info.substep_kin is None):  # (Simulator.step's info)
             if q is None:
                 return self.check_unguarded(terms=self.current(view))
             t = energy_terms(self.model, q, qd)

@@ -16,8 +16,8 @@ Two things make a converged step cheap when Δt is small beside the motion:
   memoryless solve to the solver tolerance, not bit for bit).
 
 The step energy (and so the armature term's target, the first-order prediction) is unchanged. The memory lives in
-the State (``State.newton``); a reset or a restored row has none (its first step starts first-order, with a fresh
-Hessian). Both engines (NumPy here, the numba kernel's lm.step_row) take the same decisions.
+the State (``State.newton``); a reset row has none (its first step starts first-order, with a fresh Hessian), a
+restored State carries its own. Both engines (NumPy here, the numba kernel's lm.step_row) take the same decisions.
 The second-order start is gated by how well it predicted the last step (TRUST): on long chains the extrapolation
 otherwise rings on the solves' residual errors and costs more iterations than it saves (docs/physics.md §2.5).
 """
@@ -73,7 +73,7 @@ CHORD_GATE = 10.0
 # whichever start it took). Where the solves' residual errors excite a barely damped mode (the tip of a long chain)
 # the extrapolation amplifies them (weights 3, −3, 1) and stops being closer; the first-order start (weights 2, −1)
 # then keeps the mode quiet: an 80-link chain took 1.77 LM iterations per step with the memory ungated, 1.00
-# without the memory and 0.82 with the gate (BENCHMARKS.md, "The Newton memory").
+# without the memory and 0.79 with the gate (BENCHMARKS.md, "The Newton memory").
 TRUST = 0.25
 
 
@@ -102,7 +102,7 @@ def predictor_trust(body, q_back, q_prev, q, q_next, history):
     d1 = difference(body, q_prev, q)
     d2 = d1 - difference(body, q_back, q_prev)
     u = difference(body, q, q_next) - d1
-    return ~history | (xp.max(xp.abs(u - d2), -1) <= TRUST * xp.max(xp.abs(u), -1))
+    return ~history | (xp.max(xp.abs(u - d2), -1) <= TRUST * xp.max(xp.abs(u), -1))  # (NaN: not trusted)
 
 
 def chord_solve(factor, g):

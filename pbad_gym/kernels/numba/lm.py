@@ -73,7 +73,10 @@ def predictor_trust(m, qb, qp, qc, qn, d1, d2, u):
     for j in range(d1.shape[0]):
         d2[j] = d1[j] - d2[j]
         u[j] = u[j] - d1[j]
-        e1, e2 = max(e1, abs(u[j])), max(e2, abs(u[j] - d2[j]))
+        a, b = abs(u[j]), abs(u[j] - d2[j])
+        if a != a or b != b:  # (NumPy's max propagates NaN, and NaN is not trusted; Python's max would drop it)
+            return False
+        e1, e2 = max(e1, a), max(e2, b)
     return e2 <= TRUST * e1
 
 
