@@ -205,7 +205,8 @@ def next_memory(body, q_prev, newton, system, trust):
     """The NewtonMemory a step leaves (integrators/newton.py): q_back = its q_{k−1} ``q_prev`` (B, nq), and per
     row the Cholesky factor of the last damped system it solved (``system``, a SolvedSystem; None: no solve) where
     that solve was finite and the system positive definite, else invalid; rows that solved nothing keep the
-    memory ``newton`` had (None: invalid); ``trust`` (B,) bool: newton.predictor_trust of the step."""
+    memory ``newton`` had (None: invalid); ``trust`` (B,) bool: newton.predictor_trust of the step. q_back2 is
+    the memory's q_back (q_prev where there was none, not valid)."""
     xp = xp_of(q_prev)
     B = q_prev.shape[0]
     if system is None:
@@ -219,10 +220,12 @@ def next_memory(body, q_prev, newton, system, trust):
         D = xp.where(keep[:, None], newton.D, system.D)
         mu = xp.where(keep, newton.mu, system.mu)
         valid = xp.where(keep, newton.valid, valid)
+        back2, history2 = newton.q_back, newton.history
     else:
         D, mu = system.D, system.mu
         valid = valid & system.solved
-    return NewtonMemory(q_prev, xp.ones(B, dtype=bool), L, D, mu, valid, trust)
+        back2, history2 = q_prev, xp.zeros(B, dtype=bool)
+    return NewtonMemory(q_prev, xp.ones(B, dtype=bool), L, D, mu, valid, trust, back2, history2)
 
 
 def solve_step(body, data, options, record_history=False, x0=None, max_iter=None, track_system=False):
@@ -254,7 +257,7 @@ def solve_with_memory(body, data, options, x0, newton):
         E, g, _ = step_energy_grad(body, x[C], data.take(C), options.hessian)
         gnorm[C], energy[C] = xp.max(xp.abs(g) / newton.D[C], axis=-1), E
         done[C[gnorm[C] < tol]] = True
-        keep = (gnorm[C] >= tol) & (gnorm[C] <= CHORD_GATE * tol)  # (beyond the gate: LM with a fresh Hessian)
+        keep = gnorm[C] <= CHORD_GATE * tol  # (beyond the gate: LM with a fresh Hessian; within the tolerance too)
         T, g = C[keep], g[keep]
         while T.size and its[T[0]] < min(CHORD_STEPS, options.max_iter):  # (the rows here share their count)
             DT = newton.D[T]
@@ -269,7 +272,7 @@ def solve_with_memory(body, data, options, x0, newton):
             A, last = T[accept], gnorm[T[accept]]
             x[A], energy[A] = x_try[accept], E_try[accept]
             gnorm[A] = xp.max(xp.abs(g_try[accept]) / DT[accept], axis=-1)
-            done[A[gnorm[A] < tol]] = True
+            done[A] = gnorm[A] < tol
             more = (gnorm[A] >= tol) & (gnorm[A] <= CHORD_RATE * last)
             T, g = A[more], g_try[accept][more]
     system = None
@@ -356,7 +359,8 @@ def solve_remembering(body, data, options, q_prev, newton):
         return (*solve_step_in_cone(body, data, options), None)
     x0 = None
     if newton is not None:
-        x0, smooth = warm_start(body, newton.q_back, q_prev, data.q_ref, data.q_pred, newton.history & newton.trust)
+        x0, smooth = warm_start(body, newton.q_back, q_prev, data.q_ref, data.q_pred, newton.history & newton.trust,
+                                newton.q_back2, newton.history2)
         newton = newton._replace(valid=newton.valid & smooth)
     q_next, res, data = solve_step_in_cone(body, data, options, x0, newton, track_system=True)
     if newton is None:

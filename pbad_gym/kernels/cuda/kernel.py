@@ -51,14 +51,15 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
                 contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                cone_tol, mach_eps, mu0, q_back, HV, HT, MF, MD, MM, MV, q_prev, q_cur, tau, cP, cact, cnorm, canc,
-                out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm,
-                out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs, xs, Rp, tp, Rr, tr, A,
-                bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred, s33, s3, s36, xv, ev, zv,
-                Dc, mc):
+                cone_tol, mach_eps, mu0, q_back, HV, HT, MF, MD, MM, MV, q_back2, H2, q_prev, q_cur, tau, cP, cact,
+                cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP,
+                out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs,
+                xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred,
+                s33, s3, s36, xv, ev, zv, Dc, mc):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
     the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last), the
-    Newton memory (batch.step_rows' HV, HT, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place."""
+    Newton memory (batch.step_rows' HV, HT, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place
+    (q_back2, H2: q_{k−3} and whether it is known, read only)."""
     r = cuda.grid(1)
     if r < q_cur.shape[0]:
         m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -78,9 +79,10 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                          Dc[..., r], mc[..., r])
         if MV[r]:
             load_memory(MF[r], MD[r], MM[r], sc)
-        cu = step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want,
-                      out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc,
-                      False, HV[r] and HT[r], MV[r])
+        back = HV[r] and HT[r]  # (no control flow in a long call's argument list)
+        cu = step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn,
+                      out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc,
+                      out_force, r, sc, False, back, H2[r], MV[r])
         store_memory(sc, r, MF, MD, MM, MV)
         HT[r] = next_trust(m, fo, sc, cu, q_back[r], HV[r])
 

@@ -200,17 +200,21 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
     if newton is None or not newton_memory:  # (without the memory: no factor, zero-size)
         k = nv if newton_memory else 0
         memory = NewtonMemory(q_prev, xp.zeros(B, np.bool_), xp.zeros((B, k, k), dtype), xp.zeros((B, k), dtype),
-                              xp.zeros(B, dtype), xp.zeros(B, np.bool_), xp.ones(B, np.bool_))
+                              xp.zeros(B, dtype), xp.zeros(B, np.bool_), xp.ones(B, np.bool_), q_prev,
+                              xp.zeros(B, np.bool_))
     else:  # copies: the kernel writes the new memory into them
         memory = NewtonMemory(xp.ascontiguousarray(newton.q_back, dtype=dtype), *(
-            xp.array(a, dtype=k) for a, k in zip(newton[1:], (np.bool_, dtype, dtype, dtype, np.bool_, np.bool_))))
-    hv, mf, md, mm, mv, ht = memory[1:]
+            xp.array(a, dtype=k) for a, k in zip(newton[1:7], (np.bool_, dtype, dtype, dtype, np.bool_, np.bool_))),
+            xp.ascontiguousarray(newton.q_back2, dtype=dtype), xp.array(newton.history2, dtype=np.bool_))
+    hv, mf, md, mm, mv, ht = memory[1:7]
+    h2 = memory.history2.copy()  # (the kernel reads it; the memory's own is replaced below)
     args = (*_on_device(consts, dtype), dev.arg(memory.q_back), dev.arg(hv),
-            *(dev.out(a) for a in (ht, mf, md, mm, mv)),
+            *(dev.out(a) for a in (ht, mf, md, mm, mv)), dev.arg(memory.q_back2), dev.arg(h2),
             dev.arg(q_prev), dev.arg(q_cur), dev.arg(tau), *c_in, dev.out(out_q),
             dev.out(out_it), dev.out(out_gn), dev.out(out_conv), int(finish), *out_args, *work.values())
     _launch(step_kernel, B, args)
-    memory = memory._replace(q_back=q_prev, history=xp.ones(B, np.bool_)) if newton_memory else None
+    memory = memory._replace(q_back=q_prev, history=xp.ones(B, np.bool_), q_back2=memory.q_back,
+                             history2=hv) if newton_memory else None
     if not finish:
         return KernelStep(out_q, out_it, out_gn, out_conv, newton=memory)
     qd, R, t, w, v = outs[:5]

@@ -15,8 +15,8 @@ from .scratch import alloc_scratch
 
 
 @jitable
-def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t,
-              out_w, out_v, out_force, r0, r1):
+def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R,
+              out_t, out_w, out_v, out_force, r0, r1):
     """IT.shape[0] = n steps (substeps under the same torques tau) of trajectories r0 … r1−1, :func:`step_row` each,
     on one scratch set. Nothing is copied between substeps: Q (n + 3, B, nq) holds q_{k−2}, q_prev and q in Q[0],
     Q[1], Q[2], and substep s steps from Q[s+1] (q_prev) and Q[s+2] (q) to Q[s+3], warm-started with Q[s] (so
@@ -24,8 +24,9 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, 
     is set (the rows whose q_{k−2} is known). The contact memory rotates from slot s % 2 of CP, CACT, CNORM, CANC
     to slot (s+1) % 2. The Newton memory (integrators/newton.py) of each row comes in, and goes out, in MF
     (B, nv, nv) (its Cholesky factor, lower triangle), MD (B, nv), MM (B,) (the D and μ it was solved with),
-    MV (B,) bool (valid) and HT (B,) bool (its trust in the second-order start: lm.next_trust), and carries from
-    substep to substep in the scratch. Substep s writes its iterations,
+    MV (B,) bool (valid) and HT (B,) bool (its trust in the higher-order start: lm.next_trust), and carries from
+    substep to substep in the scratch; q_{k−3} of the first substep comes from QB2 (B, nq), valid where H2 (B,)
+    is set (that of substep s > 0 is Q[s − 1]). Substep s writes its iterations,
     gradient norm and convergence to IT[s], GN[s], CONV[s] and, with ``want``, its velocity to QD[s]
     (QD (n, B, nv)) and its kinematics to out_R[s], out_t[s], out_w[s], out_v[s] (each with the leading axis n:
     the guard reads every substep's; or 1, the last substep's only); force is the last substep's.
@@ -35,13 +36,13 @@ def step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, 
     the constants (entries.copy_body): without them Spider-v2 at 256 envs ran 0.93× as fast (paired,
     BENCHMARKS.md)."""
     sc = alloc_scratch(m.mass.shape[0], m.dof_link.shape[0], Q.shape[2], CP.shape[2], Q.dtype)
-    _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t,
-              out_w, out_v, out_force, r0, r1, sc)
+    _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R,
+              out_t, out_w, out_v, out_force, r0, r1, sc)
 
 
 @njit(**ROW_LOOP_OPTIONS)
-def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t,
-              out_w, out_v, out_force, r0, r1, sc):
+def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R,
+              out_t, out_w, out_v, out_force, r0, r1, sc):
     """:func:`step_rows`' loops on its scratch ``sc``, compiled with :data:`ROW_LOOP_OPTIONS` (no reference
     counting: with it, every call of a helper that takes arrays — the BodyArrays' among them — paid atomic
     increments and decrements of their counts; BENCHMARKS.md). The arithmetic, and so every number, is the same."""
@@ -55,10 +56,13 @@ def _run_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, 
             cP, cact, cnorm, canc = CP[ci], CACT[ci], CNORM[ci], CANC[ci]
             nP, nact, nnorm, nanc = CP[co], CACT[co], CNORM[co], CANC[co]
             k = min(s, nk - 1)  # (one kinematics slot: each substep overwrites it, the last one's stays)
-            valid = s > 0 or HV[r]  # (Q[s] holds this substep's q_{k−2})
-            cu = step_row(m, fo, Q[s], Q[s + 1], Q[s + 2], tau, cP, cact, cnorm, canc, Q[s + 3], IT[s], GN[s],
+            valid = s > 0 or HV[r]  # (Q[s] holds this substep's q_{k−2}, QB2 or Q[s − 1] its q_{k−3})
+            valid2 = s > 1 or (s == 1 and HV[r]) or (s == 0 and H2[r])
+            qb2 = QB2 if s == 0 else Q[s - 1]
+            known, back, chord = s > 0, valid and trust, s > 0 or MV[r]  # (no control flow in a long call's list)
+            cu = step_row(m, fo, qb2, Q[s], Q[s + 1], Q[s + 2], tau, cP, cact, cnorm, canc, Q[s + 3], IT[s], GN[s],
                           CONV[s], want, QD[s], out_R[k], out_t[k], out_w[k], out_v[k], nP, nact, nnorm, nanc,
-                          out_force, r, sc, s > 0, valid and trust, s > 0 or MV[r])
+                          out_force, r, sc, known, back, valid2, chord)
             trust = next_trust(m, fo, sc, cu, Q[s, r], valid)
             if s + 1 < n:
                 carry_poses(sc, cu)

@@ -78,8 +78,8 @@ def cpu_source() -> str:
     body, consts = BodyArrays._fields, StepConstants._fields
     model = _names(body)
     both = model + ", " + _names(consts)
-    step_io = ("Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t, out_w, "
-               "out_v, out_force")
+    step_io = ("Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R, out_t, "
+               "out_w, out_v, out_force")
     copies_b = _call("return ", "BodyArrays", _names(body, "m.{}.copy()"), 4)
     copies_c = ", ".join(f"fo.{f}.copy()" if f in ARRAY_FIELDS else f"fo.{f}" for f in consts)
     copies_c = _call("return ", "StepConstants", copies_c, 4)
@@ -128,7 +128,7 @@ def cuda_source() -> str:
     doc = CUDA_DOC
     step_io = ("q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, "
                "out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force")
-    memory_io = "q_back, HV, HT, MF, MD, MM, MV"
+    memory_io = "q_back, HV, HT, MF, MD, MM, MV, q_back2, H2"
     fin_io = "q_prev, q, out_qd, out_R, out_t, out_w, out_v"
     terms_io = "act, gear, q, qd, R, t, w, v, out_terms"
     return "\n".join([
@@ -150,11 +150,12 @@ def cuda_source() -> str:
         + '\n    """Row r = the thread\'s global index (r < B) of the CPU kernel\'s step_batch: the model\'s and '
           'options\' fields,\n    the step inputs and outputs (batch axis first), then the StepScratch fields (batch '
           'axis last), the\n    Newton memory (batch.step_rows\' HV, HT, MF, MD, MM, MV, and q_back: q_{k−2}) read and '
-          'written in place."""\n'
+          'written in place\n    (q_back2, H2: q_{k−3} and whether it is known, read only)."""\n'
           "    r = cuda.grid(1)\n    if r < q_cur.shape[0]:\n" + _unpack(8, scratch) + "\n"
         + "        if MV[r]:\n            load_memory(MF[r], MD[r], MM[r], sc)\n"
-        + _call("cu = ", "step_row", "m, fo, q_back, "
-                + step_io.replace("out_force", "out_force, r, sc, False, HV[r] and HT[r], MV[r]"), 8)
+        + "        back = HV[r] and HT[r]  # (no control flow in a long call's argument list)\n"
+        + _call("cu = ", "step_row", "m, fo, q_back2, q_back, "
+                + step_io.replace("out_force", "out_force, r, sc, False, back, H2[r], MV[r]"), 8)
         + "\n        store_memory(sc, r, MF, MD, MM, MV)"
         + "\n        HT[r] = next_trust(m, fo, sc, cu, q_back[r], HV[r])\n\n",
         "@cuda.jit(**_OPTIONS)\n" + _signature("finish_kernel", f"{both}, {fin_io}, {_names(FINISH_FIELDS)}")

@@ -48,8 +48,8 @@ def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axi
                spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature,
                has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap, contact_trap, dt, tol,
                limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, Q,
-               tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v,
-               out_force, nchunks):
+               tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R, out_t, out_w,
+               out_v, out_force, nchunks):
     """IT.shape[0] steps of the batch in ``nchunks`` chunks of rows run by the thread pool in one parallel region
     (batch.step_rows: scratch once per chunk)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -62,8 +62,8 @@ def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axi
                        contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     B = Q.shape[1]
     for k in prange(nchunks):
-        step_rows(copy_body(m), copy_constants(fo), Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV,
-                  want, QD, out_R, out_t, out_w, out_v, out_force, k * B // nchunks, (k + 1) * B // nchunks)
+        step_rows(copy_body(m), copy_constants(fo), Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT,
+                  GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force, k * B // nchunks, (k + 1) * B // nchunks)
 
 
 @njit(cache=True, nogil=True)
@@ -75,7 +75,7 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
                       limit_trap, contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
                       slip_eps, height, cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV,
-                      IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force):
+                      QB2, H2, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -85,8 +85,8 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
                        newton_memory, limit_trap, contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d,
                        contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
-    step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, want, QD, out_R, out_t, out_w,
-              out_v, out_force, 0, Q.shape[1])
+    step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R,
+              out_t, out_w, out_v, out_force, 0, Q.shape[1])
 
 
 @njit(cache=True, nogil=True)

@@ -42,21 +42,30 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
 
 
 @inlined_by_llvm
-def warm_start(m, qb, qp, qc, dv, d2, tmp, out):
+def warm_start(m, qb2, qb, qp, qc, back2, dv, d2, d3, tmp, out):
     """Where the motion is smooth (integrators/newton.py warm_start: max_j |Δ²q_j| ≤ SMOOTH · max_j |Δq_j|),
-    out = q_k ⊕ (Δq + Δ²q) from qb = q_{k−2}, qp = q_{k−1}, qc = q_k and dv = Δq = q_k ⊖ q_{k−1}, and True;
-    else False and out untouched. d2 (nv,), tmp (nq,) scratch."""
+    out = q_k ⊕ (Δq + Δ²q + Δ³q) from qb2 = q_{k−3} (read only where ``back2``: it is known), qb = q_{k−2},
+    qp = q_{k−1}, qc = q_k and dv = Δq = q_k ⊖ q_{k−1}, Δ³q only where also max_j |Δ³q_j| ≤ SMOOTH ·
+    max_j |Δ²q_j|, and True; else False and out untouched (the same arithmetic as newton.py). d2, d3 (nv,),
+    tmp (nq,) scratch."""
     for k in range(qb.shape[0]):
         tmp[k] = qb[k]
     difference(m, tmp, qp, d2)
-    big2, big1 = 0.0, 0.0
+    if back2:
+        difference(m, qb2, tmp, d3)
+    big3, big2, big1 = 0.0, 0.0, 0.0
     for k in range(d2.shape[0]):
-        d2[k] = dv[k] - d2[k]
+        e1 = d2[k]
+        d2[k] = dv[k] - e1
         big2, big1 = max(big2, abs(d2[k])), max(big1, abs(dv[k]))
+        if back2:
+            d3[k] = d2[k] - (e1 - d3[k])
+            big3 = max(big3, abs(d3[k]))
     if not big2 <= SMOOTH * big1:
         return False
+    third = back2 and big3 <= SMOOTH * big2
     for k in range(d2.shape[0]):
-        d2[k] = dv[k] + d2[k]
+        d2[k] = dv[k] + d2[k] + (d3[k] if third else 0.0)
     integrate(m, qc, d2, out)
     return True
 
@@ -131,16 +140,18 @@ def keep_factor(code, mu, D, Dc, mc):
 
 
 @inlined_by_llvm
-def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd,
-             out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known, back, chord):
+def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want,
+             out_qd, out_R, out_t, out_w, out_v, out_cP, out_cact, out_cnorm, out_canc, out_force, r, sc, known, back,
+             back2, chord):
     """The step of trajectory r, running its own Levenberg-Marquardt to convergence, on the work arrays ``sc``
-    (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row).
-    Returns the LM slot of the result (sc.Rs[slot], sc.ts[slot]: its poses). ``known``: sc.Rp, sc.tp and sc.Rr,
-    sc.tr already hold the poses of q_prev and q_cur (:func:`carry_poses` after this row's previous substep).
-    ``back``: q_back (B, nq) holds q_{k−2}, and the LM starts from the second-order :func:`warm_start` (else from
-    q_k ⊕ (q_k ⊖ q_{k−1})). ``chord``: sc.Af, sc.Dc, sc.mc hold a Newton memory (valid where sc.mc[0] != 0; its
-    first iteration is then :func:`chord_trial`, a fresh Hessian only where that does not converge); the step
-    leaves its own there (:func:`keep_factor`). Both only with fo.newton_memory (else the memoryless step).
+    (a scratch.StepScratch; no allocation here, so the GPU kernel runs this same code, one thread per row). Returns the
+    LM slot of the result (sc.Rs[slot], sc.ts[slot]: its poses). ``known``: sc.Rp, sc.tp and sc.Rr, sc.tr already hold
+    the poses of q_prev and q_cur (:func:`carry_poses` after this row's previous substep). ``back``: q_back (B, nq)
+    holds q_{k−2}, and the LM starts from the higher-order :func:`warm_start` (else from q_k ⊕ (q_k ⊖ q_{k−1}));
+    ``back2``: q_back2 (B, nq) holds q_{k−3} too (third order where smooth). ``chord``: sc.Af, sc.Dc, sc.mc hold a
+    Newton memory (valid where sc.mc[0] != 0; its first iteration is then :func:`chord_trial`, a fresh Hessian only
+    where that does not converge); the step leaves its own there (:func:`keep_factor`). Both only with fo.newton_memory
+    (else the memoryless step).
 
     With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
     no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
@@ -173,10 +184,11 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
     # Levenberg-Marquardt (optim/lm.py) from the warm start
     Dc, mc = sc.Dc, sc.mc
     back, chord = back and fo.newton_memory != 0, chord and fo.newton_memory != 0
+    back2 = back and back2
     if not chord:
         mc[0] = 0.0
     cu = 0
-    if not (back and warm_start(m, q_back[r], qp, qc, dv, dx, xs[1], xs[0])):
+    if not (back and warm_start(m, q_back2[r], q_back[r], qp, qc, back2, dv, dx, gs[1], xs[1], xs[0])):
         mc[0] = 0.0  # (no chord step where the motion is not smooth: newton.py)
         for k in range(nq):
             xs[0, k] = qpred[k]
@@ -192,7 +204,9 @@ def step_row(m, fo, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, out_q, ou
             D[j] = Dc[j]
         gnorm = _measure(gs[0], D)
         fresh = gnorm >= tol
-        while fresh and gnorm <= CHORD_GATE * tol and iters < CHORD_STEPS and iters < max_iter:
+        # (at least one chord step, even from a start within the tolerance: the measure is blind to the soft modes,
+        # where an extrapolated start accepted as it is lets errors drift from step to step; newton.py)
+        while (fresh or iters == 0) and gnorm <= CHORD_GATE * tol and iters < CHORD_STEPS and iters < max_iter:
             accept, E_try = chord_trial(m, fo, sc, qc, qpred, E, cu)
             iters += 1
             if not accept:

@@ -173,6 +173,10 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
         newton = None
     HV, HT, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype) if newton_memory else _no_memory(empty, B, dtype)
     Q[0] = Q[1] if newton is None else _arr(newton.q_back, dtype, (B, nq))
+    if newton is None:  # (q_{k−3}: the third-order start's)
+        QB2, H2 = Q[1], np.zeros(B, np.bool_)
+    else:
+        QB2, H2 = _arr(newton.q_back2, dtype, (B, nq)), np.asarray(newton.history2, np.bool_)
     if has_contact:
         CP, CACT = np.empty((2, B, n_s, 3), dtype), np.empty((2, B, n_s), np.bool_)
         CNORM, CANC = np.empty((2, B, n_s), dtype), np.empty((2, B, n_s, 3), dtype)
@@ -191,10 +195,12 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     else:
         outs = _empty_outputs(consts, dtype)
     _run(consts, B, n, finish, entries.step_batch_serial, entries.step_batch,
-         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, IT, GN, CONV, int(finish), *outs))
+         (*m, *fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, int(finish), *outs))
     q, its = Q[n + 2], (IT[0] if n == 1 else IT.sum(0))
     conv = CONV[0] if n == 1 else CONV.all(0)
-    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV, HT) if newton_memory else None  # (q_{k−2} next)
+    # (q_{k−2} and q_{k−3} of the next call: Q[n] and Q[n − 1], which is the old q_back where n = 1)
+    memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV, HT, Q[n - 1],
+                          np.ones(B, np.bool_) if n > 1 else HV.copy()) if newton_memory else None
     if not finish:
         return KernelStep(q, its, GN[n - 1], conv, newton=memory)
     QD, R, t, w, v, force = outs
