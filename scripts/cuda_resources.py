@@ -61,7 +61,8 @@ def _arguments(body, forces, dtype, B=4):
     kinds = {FLOAT: dtype, INT: np.int64, BOOL: np.bool_}
     shapes = scratch_shapes(L, nv, nq, ns)
     work = {k: np.empty(s + (B,), kinds[kind]) for k, (s, kind) in shapes.items()}
-    memory = (e(B, nq), b(B), b(B), e(B, nv, nv), e(B, nv), e(B), b(B))  # q_back, HV, HT, MF, MD, MM, MV: Newton memory
+    # q_back, HV, HT, MF, MD, MM, MV, q_back2, H2: the Newton memory
+    memory = (e(B, nq), b(B), b(B), e(B, nv, nv), e(B, nv), e(B), b(B), e(B, nq), b(B))
     step = (*m, *fo, *memory, e(B, nq), e(B, nq), e(B, nv), e(B, ns, 3), b(B, ns), e(B, ns), e(B, ns, 3), e(B, nq),
             np.empty(B, np.int64), e(B), b(B), 1, e(B, nv), *kin_out, e(B, ns, 3), b(B, ns), e(B, ns),
             e(B, ns, 3), e(B, ns, 3), *work.values())
