@@ -117,7 +117,7 @@ class Simulator:
         max_iter, tol: optimiser limits (max_iter default: 50 for LM, 500 for L-BFGS); tol is the scaled
             gradient tolerance in units of q (rad, m), default 1e-9 in float64 and 1e-5 in float32.
         hessian: "exact" or "gauss_newton".
-        newton_memory: keep a Newton memory between order-2 LM steps (a second-order warm start and a chord first
+        newton_memory: keep a Newton memory between order-2 LM steps (a third-order warm start and a chord first
             iteration: docs/physics.md §2.5); on by default (False: the memoryless solve, the same trajectories
             to the solver tolerance).
         order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation, docs/physics.md §3).

@@ -44,11 +44,11 @@ class SolverOptions:
     order: 2 (the PBAD energy step) or 3 / 4 (position-based collocation). optimizer: "lm", "lbfgs" (initial
     inverse Hessian: the Gauss-Newton diagonal) or "lbfgs_hessian" (the inverse Gauss-Newton Hessian at the warm
     start). max_iter: iteration cap per step. tol: scaled-gradient tolerance in units of q (rad, m).
-    hessian: "exact" or "gauss_newton" (LM's model of the order-2 energy). newton_memory: order 2 with LM keeps a
-    Newton memory between steps — a second-order warm start, where it predicted the last step well, and a chord
-    first iteration with the last step's factor (docs/physics.md §2.5); on by default: chains of 10 / 40 / 80 links
-    at 0.001 s run 1.16-1.55x as fast with it (BENCHMARKS.md, "The Newton memory"); False gives the memoryless
-    solve (the same trajectories to the solver tolerance).
+    hessian: "exact" or "gauss_newton" (LM's model of the order-2 energy). newton_memory: order 2 with LM keeps a Newton
+    memory between steps — a third-order warm start, where the extrapolation predicted the last step well, and a chord
+    first iteration with the last step's factor (docs/physics.md §2.5); on by default: chains of 10 / 40 / 80 links at
+    0.001 s run 1.16-1.55x as fast with it (BENCHMARKS.md, "The Newton memory"); False gives the memoryless solve (the
+    same trajectories to the solver tolerance).
     """
 
     order: int = 2

@@ -1,6 +1,6 @@
 """One trajectory's order-2 PBAD step: its Levenberg-Marquardt to convergence (optim/lm.py: same accept test,
 damping schedule, round-off band and convergence measure max_j |g_j|/D_j), with the friction cone's fixed point
-(integrators/pbad.py solve_step_in_cone), from the second-order warm start and the chord step of the Newton memory
+(integrators/pbad.py solve_step_in_cone), from the third-order warm start and the chord step of the Newton memory
 (integrators/newton.py)."""
 from __future__ import annotations
 
