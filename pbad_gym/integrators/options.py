@@ -47,7 +47,7 @@ class SolverOptions:
     hessian: "exact" or "gauss_newton" (LM's model of the order-2 energy). newton_memory: order 2 with LM keeps a Newton
     memory between steps — a third-order warm start, where the extrapolation predicted the last step well, and a chord
     first iteration with the last step's factor (docs/physics.md §2.5); on by default: chains of 10 / 40 / 80 links at
-    0.001 s run 1.16-1.55x as fast with it (BENCHMARKS.md, "The Newton memory"); False gives the memoryless solve (the
+    0.001 s run 1.5-3.4x as fast with it (BENCHMARKS.md, "The Newton memory"); False gives the memoryless solve (the
     same trajectories to the solver tolerance).
     """
 
