@@ -157,7 +157,10 @@ def test_contact_free_motion_converges_to_mujoco_at_order_one(xml):
     err, ends = [], {}
     for dt, backends in ((2e-3, ("numba",)), (1e-3, ("numba", "numpy")), (5e-4, ("numba",))):
         for backend in backends:
-            sim = Simulator(body, dt, gravity=tuple(m.opt.gravity), tol=1e-12, backend=backend, **springs)
+            # (memoryless: at 1e-12 rad the memory's third-order starts lie within the step energy's round-off of
+            # the solution, where LM's accept test is decided by each engine's round-off; docs/physics.md §2.5)
+            sim = Simulator(body, dt, gravity=tuple(m.opt.gravity), tol=1e-12, backend=backend, newton_memory=False,
+                            **springs)
             sim.reset(q0[None], 0.5 * v0[None])
             for _ in range(round(0.05 / dt)):
                 sim.step(tau[None])

@@ -267,11 +267,13 @@ def solve_with_memory(body, data, options, x0, newton):
             pred = 0.5 * (newton.mu[T] * length2 - xp.sum(g * dx, -1))
             x_try = integrate(body, x[T], xp.where(ok[:, None], dx, 0.0))
             E_try, g_try, _ = step_energy_grad(body, x_try, data.take(T), options.hessian)
-            accept = ok & _acceptable(energy[T], E_try, pred, eps)
+            g_new = xp.max(xp.abs(g_try) / DT, axis=-1)
+            # (a start within the tolerance is kept where round-off lifts the chord point's measure above it)
+            accept = ok & _acceptable(energy[T], E_try, pred, eps) & ~((gnorm[T] < tol) & (g_new >= tol))
             its[T] += 1
             A, last = T[accept], gnorm[T[accept]]
             x[A], energy[A] = x_try[accept], E_try[accept]
-            gnorm[A] = xp.max(xp.abs(g_try[accept]) / DT[accept], axis=-1)
+            gnorm[A] = g_new[accept]
             done[A] = gnorm[A] < tol
             more = (gnorm[A] >= tol) & (gnorm[A] <= CHORD_RATE * last)
             T, g = A[more], g_try[accept][more]

@@ -211,8 +211,11 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
             iters += 1
             if not accept:
                 break
+            gn_try = _measure(gs[1 - cu], D)
+            if not fresh and gn_try >= tol:  # (a start within the tolerance is kept where round-off lifts the
+                break                       # chord point's measure above it: LM could not do better from there)
             last, cu, E = gnorm, 1 - cu, E_try
-            gnorm = _measure(gs[cu], D)
+            gnorm = gn_try
             fresh = gnorm >= tol
             if gnorm > CHORD_RATE * last:
                 break
