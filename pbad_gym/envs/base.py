@@ -58,9 +58,9 @@ NONFINITE_ACTIONS = ("raise", "zero")
 # every batched step wait max_iter iterations for its stuck rows
 DEFAULT_TOL = {np.dtype(np.float64): 1e-7, np.dtype(np.float32): 1e-5}
 # The environments solve without the Newton memory unless asked (the Simulator's default is with it): at their
-# physics steps it saves few iterations (Spider-v4: 5 %, 1.02x the speed at 16 envs) and its bookkeeping costs the
-# cheapest steps more than it saves (Swimmer-v1 0.93x at 256 envs, Spider-v0 0.95x at 16; BENCHMARKS.md, "The
-# Newton memory")
+# physics steps it gains little (Spider-v4: 1.08x the speed at 16 envs, 1.10x at 256; the environments' trajectories
+# would change to the solver tolerance) and its bookkeeping costs the cheapest steps more than it saves (Swimmer-v1
+# 0.92x at 256 envs; BENCHMARKS.md, "The Newton memory")
 DEFAULT_NEWTON_MEMORY = False
 
 
