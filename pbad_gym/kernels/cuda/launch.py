@@ -207,9 +207,8 @@ def kernel_step_cuda(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hes
             xp.array(a, dtype=k) for a, k in zip(newton[1:7], (np.bool_, dtype, dtype, dtype, np.bool_, np.bool_))),
             xp.ascontiguousarray(newton.q_back2, dtype=dtype), xp.array(newton.history2, dtype=np.bool_))
     hv, mf, md, mm, mv, ht = memory[1:7]
-    h2 = memory.history2.copy()  # (the kernel reads it; the memory's own is replaced below)
     args = (*_on_device(consts, dtype), dev.arg(memory.q_back), dev.arg(hv),
-            *(dev.out(a) for a in (ht, mf, md, mm, mv)), dev.arg(memory.q_back2), dev.arg(h2),
+            *(dev.out(a) for a in (ht, mf, md, mm, mv)), dev.arg(memory.q_back2), dev.arg(memory.history2),
             dev.arg(q_prev), dev.arg(q_cur), dev.arg(tau), *c_in, dev.out(out_q),
             dev.out(out_it), dev.out(out_gn), dev.out(out_conv), int(finish), *out_args, *work.values())
     _launch(step_kernel, B, args)

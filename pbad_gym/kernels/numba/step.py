@@ -200,7 +200,7 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     conv = CONV[0] if n == 1 else CONV.all(0)
     # (q_{k−2} and q_{k−3} of the next call: Q[n] and Q[n − 1], which is the old q_back where n = 1)
     memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV, HT, Q[n - 1],
-                          np.ones(B, np.bool_) if n > 1 else HV.copy()) if newton_memory else None
+                          np.ones(B, np.bool_) if n > 1 else HV) if newton_memory else None  # (HV: read only)
     if not finish:
         return KernelStep(q, its, GN[n - 1], conv, newton=memory)
     QD, R, t, w, v, force = outs
