@@ -14,8 +14,8 @@ import numpy as np
 from .arrays import check_dtype, get_xp, real_number, to_numpy
 from .dynamics import GRAVITY, energy
 from .energies import DEFAULT_SPRINGS, contact_state, make_force_model, sphere_forces
-from .integrators import (CONTACT_MODELS, INTEGRATORS, LCPOptions, SolverOptions, State, StepModel,
-                          collocation, explicit_step, impulse, pbad)
+from .integrators import (CONTACT_MODELS, INTEGRATORS, PBAD_INTEGRATORS, LCPOptions, SolverOptions, State,
+                          StepModel, bdf2, collocation, explicit_step, impulse, pbad)
 from .integrators.collocation import node_velocity, start_node
 from .integrators.state import order2_velocity
 from .kinematics import forward_kinematics, integrate, normalize
@@ -80,6 +80,8 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
 
             return step, "cuda"
         log.info("backend='cuda' falls back to numpy: %s", reason)
+    if integrator == "bdf2":
+        return bdf2.step, "numpy"
     if integrator != "pbad":
         return explicit_step(integrator), "numpy"
     if order > 2:
@@ -107,7 +109,9 @@ class Simulator:
     Args:
         body: a :class:`pbad_gym.model.Body`.
         dt: time step [s].
-        integrator: "pbad" (position-based, order 2) or a baseline: "euler", "semi_implicit_euler", "rk4".
+        integrator: "pbad" (position-based, order 2), "bdf2" (the same step energy with BDF2 differences: second
+            order in Δt, NumPy engine only, implicit penalty springs; docs/physics.md §2.6) or a baseline: "euler",
+            "semi_implicit_euler", "rk4".
         optimizer: "lm" (Levenberg-Marquardt), "lbfgs" (diagonal initial inverse Hessian) or "lbfgs_hessian"
             (L-BFGS from the inverse Gauss-Newton step Hessian at the warm start) for PBAD.
         num_envs: batch size B.
@@ -203,9 +207,11 @@ class Simulator:
                              "(they read q_k and q_{k-1}); collocation (order > 2) takes 'implicit'")
         extra = (self.forces.drag is not None or self.forces.contact is not None
                  or self.forces.limit_stiffness > 0 or self.forces.has_damping or self.forces.has_spring)
-        if integrator != "pbad" and extra:
+        if integrator not in PBAD_INTEGRATORS and extra:
             raise ValueError(f"drag, contact, limits, damping and springs are PBAD energies; integrator={integrator!r} "
                              "models gravity and actuation only")
+        if integrator == "bdf2":
+            bdf2.check_bdf2(self.forces, self.options.order, contact_model)
         backend = default_backend(device) if backend is None else backend
         self._step, self.backend = select_step(integrator, self.options.order, contact_model, backend,
                                                optimizer=self.options.optimizer, hessian=self.options.hessian,
@@ -280,7 +286,7 @@ class Simulator:
         body, xp, n = self.body, self.xp, q.shape[0]
         # PBAD keeps the previous configuration (order 2: a backward difference reproduces the requested
         # velocity; collocation: the previous step's last interior node, extrapolated to third order)
-        if self.integrator != "pbad":
+        if self.integrator not in PBAD_INTEGRATORS:
             q_prev = q
         elif self.order == 2:
             q_prev = integrate(body, q, -self.dt * qd)
@@ -353,10 +359,11 @@ class Simulator:
 
     @property
     def qd(self):
-        """Velocity (B, nv): (q_k ⊖ q_{k−1})/Δt for PBAD order 2; for collocation the derivative of the last
+        """Velocity (B, nv): (q_k ⊖ q_{k−1})/Δt for PBAD order 2 (BDF2: (3(q_k ⊖ q_{k−1}) − (q_{k−1} ⊖ q_{k−2}))/(2Δt));
+        for collocation the derivative of the last
         step's polynomial at t_k (the reset velocity before the first step)."""
         s = self.state
-        if self.integrator != "pbad":
+        if self.integrator not in PBAD_INTEGRATORS:
             return s.qd
         if self.order == 2:
             if s.velocity is None:
@@ -390,6 +397,8 @@ class Simulator:
             s = self._finish(self.model, s)
         elif field == "kin":
             s = s._replace(kin=forward_kinematics(self.body, s.q))
+        elif self.integrator == "bdf2":
+            s = s._replace(velocity=bdf2.bdf2_velocity(self.model, s))
         else:
             s = s._replace(velocity=order2_velocity(self.model, s))
         self.state = s

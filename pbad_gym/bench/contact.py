@@ -1,10 +1,11 @@
 """Analytic contact checks of the penalty ground contact, on Spider-v4's contact model and physics step.
 
-    pbad-bench contact [--dt 0.001] [--springs trapezoidal|implicit] [--quick]
+    pbad-bench contact [--dt 0.001] [--springs trapezoidal|implicit] [--integrator pbad|bdf2] [--quick]
 
 Each check runs a rigid body in the Simulator with the ground contact Spider-v4 uses (stiffness 2e4 N/m, normal
 damping 135 N s/m, smoothed Coulomb friction μ = 1 capped by the step's applied normal force, trapezoidal normal
-spring; ``--springs implicit``: Spider-v3's) and compares with the closed-form answer:
+spring; ``--springs implicit``: Spider-v3's; ``--integrator bdf2``: PBAD's BDF2 step, implicit springs) and compares
+with the closed-form answer:
 
 - incline: a 2 kg box on a plane tilted by θ (gravity tilted instead of the ground) sticks for tan θ < μ and
   slides with acceleration g(sin θ − μ cos θ) above it; checked at tan θ = 0.97 μ and 1.03 μ (threshold) and at
@@ -34,8 +35,11 @@ def add_arguments(p):
     from ..energies import SPRING_SCHEMES
 
     p.add_argument("--dt", type=float, default=0.001, help="physics step [s] (default 0.001, Spider-v4's)")
-    p.add_argument("--springs", choices=SPRING_SCHEMES, default=SPRINGS,
-                   help=f"the normal spring's place in the step (default {SPRINGS}, Spider-v4's; implicit: v3's)")
+    p.add_argument("--springs", choices=SPRING_SCHEMES, default=None,
+                   help=f"the normal spring's place in the step (default {SPRINGS}, Spider-v4's; implicit: v3's and "
+                        "the only one of --integrator bdf2)")
+    p.add_argument("--integrator", choices=("pbad", "bdf2"), default="pbad",
+                   help="the step: PBAD's order-2 step (default) or its BDF2 form (docs/physics.md §2.6)")
     p.add_argument("--quick", action="store_true", help="shorter runs (2 s of resting drift)")
 
 
@@ -51,13 +55,14 @@ def _ball():
     return Body([Link("ball", -1, Joint("free"), shapes=[Sphere(radius=0.04, density=860.0)])])
 
 
-def _resting(dt, theta=0.0, springs=SPRINGS, settle=0.2):
-    """(body, Simulator) of the box settled on ground tilted by ``theta`` [rad] about y, gravity tilted instead."""
+def _resting(dt, theta=0.0, springs=SPRINGS, settle=0.2, integrator="pbad"):
+    """(body, Simulator) of the box settled on ground tilted by ``theta`` [rad] about y, gravity tilted instead;
+    ``integrator``: "pbad" or "bdf2" (the Simulator's)."""
     from ..simulator import Simulator
 
     body = _box()
     gravity = (G * np.sin(theta), 0.0, -G * np.cos(theta))
-    sim = Simulator(body, dt=dt, gravity=gravity, contact=dict(CONTACT, springs=springs))
+    sim = Simulator(body, dt=dt, gravity=gravity, contact=dict(CONTACT, springs=springs), integrator=integrator)
     q = body.q0().copy()
     q[2] = 0.05
     sim.reset(q=q)
@@ -66,11 +71,12 @@ def _resting(dt, theta=0.0, springs=SPRINGS, settle=0.2):
     return body, sim
 
 
-def incline(dt, tan_ratio=None, theta=None, seconds=1.0, springs=SPRINGS):
+def incline(dt, tan_ratio=None, theta=None, seconds=1.0, springs=SPRINGS, integrator="pbad"):
     """Slide of the box on the incline (tan θ = tan_ratio·μ, or θ [rad]): (distance [m] over ``seconds`` after
     settling, mean acceleration along the slope over the last half [m/s²], g(sin θ − μ cos θ) clipped at 0)."""
     theta = np.arctan(tan_ratio * MU) if theta is None else theta
-    body, sim = _resting(dt, theta, springs)  # settles (0.2 s) on the slope itself: the fit below skips the first half
+    # settles (0.2 s) on the slope itself: the fit below skips the first half
+    body, sim = _resting(dt, theta, springs, integrator=integrator)
     x0 = float(sim.q[0, 0])
     n = int(round(seconds / dt))
     xs, vs = [], []
@@ -83,9 +89,9 @@ def incline(dt, tan_ratio=None, theta=None, seconds=1.0, springs=SPRINGS):
     return xs[-1] - x0, accel, max(0.0, G * (np.sin(theta) - MU * np.cos(theta)))
 
 
-def stopping_distance(dt, v0=1.0, springs=SPRINGS):
+def stopping_distance(dt, v0=1.0, springs=SPRINGS, integrator="pbad"):
     """(distance [m] until the box launched at v0 [m/s] on level ground stops, v0²/(2μg))."""
-    body, sim = _resting(dt, springs=springs)
+    body, sim = _resting(dt, springs=springs, integrator=integrator)
     qd = np.zeros(body.nv)
     qd[0] = v0
     x0 = float(sim.q[0, 0])
@@ -95,13 +101,14 @@ def stopping_distance(dt, v0=1.0, springs=SPRINGS):
     return float(sim.q[0, 0]) - x0, v0 * v0 / (2 * MU * G)
 
 
-def rebound(dt, drop=0.5, springs=SPRINGS, normal_damping=CONTACT["normal_damping"]):
+def rebound(dt, drop=0.5, springs=SPRINGS, normal_damping=CONTACT["normal_damping"], integrator="pbad"):
     """(highest rebound of the ball's bottom after its first impact [m], drop height [m]); ``normal_damping``
     [N s/m] 0: the undamped penalty, which only the step's own dissipation damps."""
     from ..simulator import Simulator
 
     body = _ball()
-    sim = Simulator(body, dt=dt, contact=dict(CONTACT, springs=springs, normal_damping=normal_damping))
+    sim = Simulator(body, dt=dt, contact=dict(CONTACT, springs=springs, normal_damping=normal_damping),
+                    integrator=integrator)
     q = body.q0().copy()
     q[2] = 0.04 + drop
     sim.reset(q=q)
@@ -116,9 +123,9 @@ def rebound(dt, drop=0.5, springs=SPRINGS, normal_damping=CONTACT["normal_dampin
     return best, drop
 
 
-def resting_drift(dt, seconds=10.0, springs=SPRINGS):
+def resting_drift(dt, seconds=10.0, springs=SPRINGS, integrator="pbad"):
     """Largest displacement [m] of the resting box over ``seconds``."""
-    body, sim = _resting(dt, springs=springs)
+    body, sim = _resting(dt, springs=springs, integrator=integrator)
     q0 = np.asarray(sim.q[0, :3]).copy()
     drift = 0.0
     for _ in range(int(round(seconds / dt))):
@@ -131,31 +138,34 @@ def run(args):
     from tqdm import tqdm
 
     out = out_dir(args.out, "contact")
-    dt, sp = args.dt, args.springs
+    dt, integ = args.dt, args.integrator
+    sp = args.springs or ("implicit" if integ == "bdf2" else SPRINGS)
+    kw = dict(springs=sp, integrator=integ)
     rows = []
-    checks = [("incline tanθ = 0.97μ: slide [m] in 1 s", lambda: incline(dt, 0.97, springs=sp)[0], 0.0, "< 1e-4"),
-              ("incline tanθ = 1.03μ: slide [m] in 1 s", lambda: incline(dt, 1.03, springs=sp)[0], None, "> 1e-3"),
-              ("incline 60°: acceleration [m/s²]", lambda: incline(dt, theta=np.pi / 3, springs=sp)[1],
+    checks = [("incline tanθ = 0.97μ: slide [m] in 1 s", lambda: incline(dt, 0.97, **kw)[0], 0.0, "< 1e-4"),
+              ("incline tanθ = 1.03μ: slide [m] in 1 s", lambda: incline(dt, 1.03, **kw)[0], None, "> 1e-3"),
+              ("incline 60°: acceleration [m/s²]", lambda: incline(dt, theta=np.pi / 3, **kw)[1],
                G * (np.sin(np.pi / 3) - MU * np.cos(np.pi / 3)), "within 1 %"),
-              ("stopping distance from 1 m/s [m]", lambda: stopping_distance(dt, springs=sp)[0], 1 / (2 * MU * G),
+              ("stopping distance from 1 m/s [m]", lambda: stopping_distance(dt, **kw)[0], 1 / (2 * MU * G),
                "within 2 %"),
-              (f"rebound from 0.5 m at Δt={dt:g} [m]", lambda: rebound(dt, springs=sp)[0], 0.0, "< 0.075"),
-              (f"rebound from 0.5 m at Δt={dt / 10:g} [m]", lambda: rebound(dt / 10, springs=sp)[0], 0.0, "< 0.075"),
+              (f"rebound from 0.5 m at Δt={dt:g} [m]", lambda: rebound(dt, **kw)[0], 0.0, "< 0.075"),
+              (f"rebound from 0.5 m at Δt={dt / 10:g} [m]", lambda: rebound(dt / 10, **kw)[0], 0.0, "< 0.075"),
               (f"undamped penalty: rebound from 0.5 m at Δt={dt:g} [m]",
-               lambda: rebound(dt, springs=sp, normal_damping=0.0)[0], 0.5, "elastic: the energy the step keeps"),
+               lambda: rebound(dt, normal_damping=0.0, **kw)[0], 0.5, "elastic: the energy the step keeps"),
               (f"resting drift in {2 if args.quick else 10} s [m]",
-               lambda: resting_drift(dt, 2.0 if args.quick else 10.0, sp), 0.0, "< 1e-4")]
+               lambda: resting_drift(dt, 2.0 if args.quick else 10.0, **kw), 0.0, "< 1e-4")]
     for name, fn, expected, goal in tqdm(checks, desc="contact checks"):
         rows.append([name, fn(), "" if expected is None else expected, goal])
     header = ["check", "measured", "closed form", "goal"]
     write_csv(out / "contact.csv", rows, header)
-    print_table(rows, header, title=f"contact checks at dt={dt:g} s, {sp} springs, {stamp()}, {machine()}")
-    _plot(dt, out / "contact.png", sp)
+    print_table(rows, header, title=f"contact checks at dt={dt:g} s, {integ} step, {sp} springs, {stamp()}, "
+                                    f"{machine()}")
+    _plot(dt, out / "contact.png", sp, integ)
     print(f"wrote {out}/contact.csv, {out}/contact.png")
     return 0
 
 
-def _plot(dt, path, springs):
+def _plot(dt, path, springs, integrator="pbad"):
     """Measured slope acceleration against g(sin θ − μ cos θ) over θ."""
     import matplotlib
 
@@ -163,11 +173,11 @@ def _plot(dt, path, springs):
     import matplotlib.pyplot as plt
 
     thetas = np.deg2rad(np.arange(30, 76, 5))
-    meas = [incline(dt, theta=t, seconds=0.6, springs=springs)[1] for t in thetas]
+    meas = [incline(dt, theta=t, seconds=0.6, springs=springs, integrator=integrator)[1] for t in thetas]
     fine = np.linspace(thetas[0], thetas[-1], 200)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot(np.rad2deg(fine), np.maximum(0, G * (np.sin(fine) - MU * np.cos(fine))), "k-", label="g(sin θ − μ cos θ)")
-    ax.plot(np.rad2deg(thetas), meas, "o", label=f"PBAD, Δt = {dt:g} s")
+    ax.plot(np.rad2deg(thetas), meas, "o", label=f"PBAD ({integrator}), Δt = {dt:g} s")
     ax.axvline(np.rad2deg(np.arctan(MU)), color="grey", lw=0.5)
     ax.set_xlabel("incline θ [deg]")
     ax.set_ylabel("acceleration along the slope [m/s²]")

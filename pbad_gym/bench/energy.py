@@ -140,6 +140,8 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
 
     env = _make(env_id, dt, rows, **env_kwargs)
     sim, body = env.sim, env.body
+    if sim.integrator != "pbad":  # its kinetic energy and dampers read the order-2 step's backward differences
+        raise ValueError(f"the ledger books the order-2 step (integrator='pbad'), got integrator={sim.integrator!r}")
     forces, h = sim.model.forces, sim.dt
     hold = max(1, int(round(CONTROL / h)))
     env.reset(seed=seed)

@@ -28,7 +28,9 @@ Conventions shared by both forms:
   its last finite observation, and restored to its pre-step state until the autoreset; the others are
   unaffected;
 - ``newton_memory=True`` keeps the solver's Newton memory between physics steps (``Simulator``'s option, on by
-  default there; docs/physics.md §2.5); the environments solve without it unless asked (DEFAULT_NEWTON_MEMORY).
+  default there; docs/physics.md §2.5); the environments solve without it unless asked (DEFAULT_NEWTON_MEMORY);
+- ``integrator="bdf2"`` steps with PBAD's BDF2 form (second order in Δt; docs/physics.md §2.6) on the NumPy
+  engine; the environments' own step is "pbad", the order-2 step the kernels compile.
 """
 from __future__ import annotations
 
@@ -214,7 +216,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
                  device="cpu", dtype=np.float64, backend=None, render_mode=None, nonfinite_action="raise",
                  max_unconverged_steps=10, divergence_safety=DEFAULT_SAFETY, render_width=320, render_height=240,
                  render_num_envs=4, array_type="numpy", frame_skip=1, autoreset_mode=AutoresetMode.NEXT_STEP,
-                 newton_memory=DEFAULT_NEWTON_MEMORY):
+                 newton_memory=DEFAULT_NEWTON_MEMORY, integrator="pbad"):
         self.num_envs = _positive_int(num_envs, "num_envs")
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
@@ -248,7 +250,7 @@ class PBADVectorEnv(gymnasium.vector.VectorEnv):
         tol = DEFAULT_TOL[check_dtype(dtype)] if tol is None else tol
         self.sim = Simulator(self.body, dt, optimizer=optimizer, num_envs=self.num_envs, dtype=dtype, device=device,
                              max_iter=max_iter, tol=tol, order=order, backend=backend, newton_memory=newton_memory,
-                             **options)
+                             integrator=integrator, **options)
         self.dt = self.sim.dt * self.frame_skip  # the control interval: an env step holds its action this long
         ground = self.sim.forces.contact if self.sim.impulse is None else self.sim.impulse
         self.energy_budget = EnergyBudget(self.sim, self.actuated, self.gear,

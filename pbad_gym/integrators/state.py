@@ -58,6 +58,7 @@ class State(NamedTuple):
     time: float = 0.0
     velocity: object = None
     newton: object = None
+    back: object = None
 
     def take(self, idx):
         """The rows ``idx`` of every batched field."""
@@ -132,16 +133,18 @@ def with_kinematics(model, state):
     return with_contact_memory(model, state)
 
 
-def advance(model, state, q_prev, q, kinematics=forward_kinematics, **fields):
+def advance(model, state, q_prev, q, kinematics=forward_kinematics, contact_dt=None, **fields):
     """The State after a step that produced (q_prev, q): kinematics of the new q (by ``kinematics``; None leaves
     them to be computed when asked for), and for penalty contact the force the step applied (the new poses with
-    the step's lagged memory) and the memory of the new q_k. The velocity cache of the old state is dropped (unless
-    given in ``fields``)."""
+    the step's lagged memory) and the memory of the new q_k. contact_dt: the Δt [s] the step's contact terms were
+    written with (None: the model's; BDF2: 2Δt/3). The velocity cache of the old state is dropped (unless given in
+    ``fields``)."""
     body, contact, force = model.body, state.contact, state.force
     kin = None if kinematics is None else kinematics(body, q)
     if model.forces.contact is not None:
-        force = sphere_forces(body, kin, model.forces.contact, contact, model.dt)
-        contact = contact_state(body, kin, model.forces.contact, model.dt, prev=contact)
+        h = model.dt if contact_dt is None else contact_dt
+        force = sphere_forces(body, kin, model.forces.contact, contact, h)
+        contact = contact_state(body, kin, model.forces.contact, h, prev=contact)
     fresh = None if state.fresh is None else state.fresh & False
     kin_prev = state.kin if q_prev is state.q else None  # collocation's q_prev is a node, not q_k
     fields = {"velocity": None, **fields}

@@ -24,7 +24,7 @@ def supports(body, forces=None, *, integrator="pbad", order=2, optimizer="lm", c
     if device != "cpu":
         return f"device={device!r}: the numba kernel runs on the CPU"
     if integrator != "pbad":
-        return f"integrator={integrator!r} (explicit baseline) is not compiled"
+        return f"integrator={integrator!r} is not compiled (only 'pbad')"
     if order != 2:
         return f"collocation order {order} is not compiled"
     if optimizer != "lm":

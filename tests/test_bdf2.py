@@ -1,0 +1,111 @@
+"""PBAD's BDF2 step (integrators/bdf2.py): second order in Δt, clean resets, contact, validation."""
+import numpy as np
+import pytest
+
+from pbad_gym.bench.contact import incline, resting_drift, stopping_distance
+from pbad_gym.model import chain
+from pbad_gym.simulator import Simulator
+
+
+def _chain_path(integrator, dt, seconds=0.5, links=2, every=0.01):
+    """q every ``every`` s over ``seconds`` of a ``links``-link chain released from rest at 0.3 rad (gravity)."""
+    body = chain(links)
+    sim = Simulator(body, dt, integrator=integrator, backend="numpy")
+    q0 = np.zeros(body.nq)
+    q0[0] = 0.3
+    sim.reset(q0)
+    out, k = [], int(round(every / dt))
+    for i in range(int(round(seconds / dt))):
+        sim.step()
+        if (i + 1) % k == 0:
+            out.append(np.asarray(sim.q)[0].copy())
+    return np.array(out)
+
+
+def test_bdf2_is_second_order_and_pbad_first_on_a_chain():
+    # released from rest with a nonzero acceleration: without the started history (start_history) the BDF2 error
+    # drifts at first order from the first step. The error is the largest along the path (at one time a
+    # chaotic chain's error can pass near zero)
+    ref = _chain_path("bdf2", 0.01 / 32)
+    err = {k: [np.abs(_chain_path(k, h) - ref).max() for h in (0.01, 0.005, 0.0025)] for k in ("bdf2", "pbad")}
+    ratios = {k: [e[i] / e[i + 1] for i in range(2)] for k, e in err.items()}
+    assert min(ratios["bdf2"]) > 3.2, err
+    assert max(ratios["pbad"]) < 2.0, err
+    assert err["bdf2"][1] < 0.2 * err["pbad"][1]
+
+
+def test_bdf2_keeps_a_spinning_link_spinning():
+    # a link spinning freely about its hinge: the order-2 step projects its central-difference target back onto the
+    # circle and loses (hω)²/3 of the speed per step; BDF2 keeps it to O((hω)²) without drift
+    speed = {}
+    for integrator in ("bdf2", "pbad"):
+        sim = Simulator(chain(1), 0.01, integrator=integrator, gravity=(0.0, 0.0, 0.0), backend="numpy")
+        sim.reset(qd=np.array([2.0]))
+        for _ in range(300):
+            sim.step()
+        speed[integrator] = float(np.asarray(sim.qd)[0, 0])
+    assert abs(speed["bdf2"] - 2.0) < 1e-3
+    assert speed["pbad"] < 1.9
+
+
+def test_bdf2_reset_row_matches_a_fresh_simulator():
+    body = chain(2)
+    q0 = np.array([0.4, -0.2])
+    sim = Simulator(body, 0.005, integrator="bdf2", num_envs=2, backend="numpy")
+    sim.reset(np.stack([q0, -q0]))
+    for _ in range(20):
+        sim.step()
+    sim.reset(q0, rows=np.array([False, True]))
+    for _ in range(20):
+        sim.step()
+    alone = Simulator(body, 0.005, integrator="bdf2", backend="numpy")
+    alone.reset(q0)
+    for _ in range(20):
+        alone.step()
+    np.testing.assert_allclose(np.asarray(sim.q)[1], np.asarray(alone.q)[0], atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sim.qd)[1], np.asarray(alone.qd)[0], atol=1e-9)
+
+
+def test_bdf2_contact_checks():
+    # the analytic checks of pbad-bench contact on the BDF2 step (short runs)
+    dt, kw = 0.001, dict(springs="implicit", integrator="bdf2")
+    assert abs(incline(dt, 0.97, seconds=0.3, **kw)[0]) < 1e-4
+    assert incline(dt, 1.03, seconds=0.3, **kw)[0] > 1e-3
+    _, accel, exact = incline(dt, theta=np.pi / 3, seconds=0.3, **kw)
+    assert accel == pytest.approx(exact, rel=0.01)
+    dist, exact = stopping_distance(dt, **kw)
+    assert dist == pytest.approx(exact, rel=0.02)
+    assert resting_drift(dt, 0.5, **kw) < 1e-4
+
+
+def test_bdf2_settings_errors_name_the_argument():
+    body = chain(2)
+    with pytest.raises(ValueError, match="limit_springs"):
+        Simulator(body, 0.01, integrator="bdf2", limit_stiffness=100.0, limit_springs="trapezoidal")
+    with pytest.raises(ValueError, match="order"):
+        Simulator(body, 0.01, integrator="bdf2", order=3)
+    with pytest.raises(ValueError, match="integrator"):
+        Simulator(body, 0.01, integrator="bdf3")
+
+
+def test_bdf2_runs_on_numpy_whatever_the_backend_asked():
+    sim = Simulator(chain(2), 0.01, integrator="bdf2", backend="numba")
+    assert sim.backend == "numpy"
+    sim.step()
+    assert np.all(np.isfinite(np.asarray(sim.q)))
+
+
+def test_spider_env_steps_with_bdf2():
+    import gymnasium
+
+    import pbad_gym  # noqa: F401
+
+    env = gymnasium.make_vec("pbad_gym/Spider-v4", num_envs=2, vectorization_mode="vector_entry_point",
+                             integrator="bdf2", penalty_springs="implicit", dt=0.005, frame_skip=10)
+    env.reset(seed=0)
+    for k in range(5):
+        obs, _, _, _, info = env.step(np.random.default_rng(k).uniform(-1, 1, (2, 8)))
+    assert np.all(np.isfinite(obs)) and info["converged"].all() and not info["diverged"].any()
+    with pytest.raises(ValueError, match="springs"):
+        gymnasium.make_vec("pbad_gym/Spider-v4", num_envs=1, vectorization_mode="vector_entry_point",
+                           integrator="bdf2")
