@@ -55,3 +55,27 @@ def test_gait_speed_refuses_an_env_whose_time_limit_cuts_the_episode():
         gait_speed(env, x, 1.0, 0, 0.25, 3.0)
     env = gymnasium.make_vec("pbad_gym/Spider-v2", num_envs=1, max_episode_steps=None)
     assert np.isfinite(gait_speed(env, x, 1.0, 0, 0.25, 3.0)).all()
+
+
+def test_set_passes_keywords_to_the_walkers_and_to_their_finer_physics(monkeypatch):
+    from argparse import Namespace
+
+    from pbad_gym.bench import search
+
+    made = []
+    real = search._make_vec
+
+    def spy(env_id, n, **kw):
+        made.append(kw)
+        return real(env_id, n, **kw)
+
+    monkeypatch.setattr(search, "_make_vec", spy)
+    args = Namespace(set=["integrator=bdf2", "penalty_springs=implicit", "dt=0.005", "frame_skip=10"], seed=0,
+                     fmin=0.25, fmax=3.0, sigma=0.3, ant_timestep=None)
+    search.walk_search("pbad_gym/Spider-v4", args, 1, 2, 0.1)
+    assert made[0] == dict(integrator="bdf2", penalty_springs="implicit", dt=0.005, frame_skip=10)
+    assert made[-1]["integrator"] == "bdf2" and made[-1]["dt"] == 0.0005 and made[-1]["frame_skip"] == 100
+    import pytest
+
+    with pytest.raises(SystemExit, match="--set"):
+        search.env_settings(Namespace(set=["integrator"]))

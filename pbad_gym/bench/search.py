@@ -50,6 +50,9 @@ def add_arguments(p):
     p.add_argument("--envs", nargs="+", choices=[n for n, _ in WALKERS + SWIMMERS], default=None,
                    help="only these envs of the chosen tasks (default all)")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo envs even if installed")
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="keyword arguments of the pbad_gym walkers, values parsed as YAML (e.g. integrator=bdf2 "
+                        "penalty_springs=implicit dt=0.005 frame_skip=10); Δt/10 keeps them")
     p.add_argument("--ant-timestep", type=float, default=None,
                    help="MuJoCo timestep [s] of Ant-v5 (frame_skip = 0.05 s / timestep, the control interval "
                         "kept); default: Ant-v5's own 0.01 s, which is not converged either (compare at 0.002)")
@@ -163,11 +166,26 @@ def gait_speed(env, X, seconds, seed, fmin, fmax, falls=False):
     return (disp / (steps * dt), early) if falls else disp / (steps * dt)
 
 
+def env_settings(args):
+    """The ``--set KEY=VALUE`` items of ``args`` as a dict (values parsed as YAML)."""
+    import yaml
+
+    out = {}
+    for item in getattr(args, "set", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"pbad-bench search: --set takes KEY=VALUE items, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
 def _make_walker(env_id, n, args):
-    """Vector env of walker ``env_id``; Ant-v5 with MuJoCo timestep ``args.ant_timestep`` when given (frame_skip
-    0.05 s / timestep, so the agent still acts every 0.05 s)."""
+    """Vector env of walker ``env_id`` (pbad_gym walkers with ``--set``'s keywords); Ant-v5 with MuJoCo timestep
+    ``args.ant_timestep`` when given (frame_skip 0.05 s / timestep, so the agent still acts every 0.05 s)."""
     timestep = getattr(args, "ant_timestep", None)
-    if env_id.startswith("pbad_gym/") or timestep is None:
+    if env_id.startswith("pbad_gym/"):
+        return _make_vec(env_id, n, **env_settings(args))
+    if timestep is None:
         return _make_vec(env_id, n)
     env = _make_vec(env_id, n, vectorization_mode="sync", frame_skip=int(round(0.05 / timestep)))
     for sub in env.envs:
@@ -198,7 +216,7 @@ def walk_search(env_id, args, iterations, popsize, seconds):
     env.close()
     fine, fine_fell = None, None
     if env_id.startswith("pbad_gym/"):  # gait-level accuracy of the step: the same gait at Δt/10
-        env = _make_vec(env_id, popsize, **finer_physics(env))
+        env = _make_vec(env_id, popsize, **{**env_settings(args), **finer_physics(env)})
         speeds, fine_fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax,
                                        falls=True)
         fine, fine_fell = float(np.mean(speeds)), int(fine_fell.sum())
