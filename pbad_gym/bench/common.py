@@ -66,3 +66,23 @@ def mujoco_available() -> bool:
         return True
     except Exception:  # noqa: BLE001 - any failure means the extra is unusable here
         return False
+
+
+def add_set_argument(p, example="integrator=bdf2 penalty_springs=implicit dt=0.005 frame_skip=10"):
+    """``--set KEY=VALUE ...``: keyword arguments of the pbad_gym environments a benchmark makes."""
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                   help=f"keyword arguments of the pbad_gym environments, values parsed as YAML (e.g. {example})")
+
+
+def env_settings(args):
+    """The ``--set KEY=VALUE`` items of ``args`` as a dict (values parsed as YAML); SystemExit naming --set on an
+    item without '='."""
+    import yaml
+
+    out = {}
+    for item in getattr(args, "set", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"pbad-bench: --set takes KEY=VALUE items, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out

@@ -1,7 +1,7 @@
 """Where the actuators' work goes: an energy ledger of the penalty-contact walkers, per physics step.
 
     pbad-bench energy [--envs Spider-v4 Spider-v3] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
-        [--gait FILE.csv | --policy RUN_DIR]
+        [--gait FILE.csv | --policy RUN_DIR] [--set KEY=VALUE ...]
 
 Each row runs ``--seconds`` of simulated time from a reset, under uniformly random actions held for one control
 interval (0.05 s), under an open-loop oscillator gait (``--gait``: a CSV of search vectors, one per line, as
@@ -21,6 +21,10 @@ own terms:
 - numerical dissipation, the rest: W − ΔE − (the four above). It is what the implicit step itself removes (for
   a continuous-time motion it would be 0) and should vanish as Δt shrinks.
 
+The BDF2 step (``--set integrator=bdf2 penalty_springs=implicit``, docs/physics.md §2.6) is booked with its own
+velocity: each force at the end of the step times v_{k+1}·Δt (the BDF2 velocity; the spheres' likewise), and the
+kinetic energy at v_{k+1}: a balance second order in Δt, as the step.
+
 Totals per row (J) and the shares of W go to a CSV and a bar chart; the friction-cone check (the friction
 impulse beyond μ·F_n over the total friction impulse) rides along.
 """
@@ -32,7 +36,7 @@ import time
 
 import numpy as np
 
-from .common import machine, out_dir, print_table, stamp, write_csv
+from .common import add_set_argument, env_settings, machine, out_dir, print_table, stamp, write_csv
 
 PARTS = ("delta_E", "joint_damping", "limit_damping", "contact_damping", "friction", "numerical")
 CONTROL = 0.05  # [s] the walkers' control interval: actions are held this long whatever Δt is
@@ -49,6 +53,7 @@ def add_arguments(p):
     p.add_argument("--policy", default=None, help="a pbad-train run folder: its best policy acts (default: random "
                                                   "actions)")
     p.add_argument("--seed", type=int, default=0, help="reset and action seed (default 0)")
+    add_set_argument(p)
 
 
 def _keywords(cls):
@@ -129,6 +134,58 @@ def step_ledger(body, forces, dt, q0, q1, tau, force, q_back=None):
     return out
 
 
+def bdf2_damping(body, forces, dt, q_back, q0, q1, force):
+    """The dampers' forces at the end of a BDF2 step from q0 = q_k to q1 (q_back = its q_{k−1}; dt [s] the
+    physics step): joint damping and the limits' damping part, generalised (B, nv) each [N m or N], and the ground
+    force's damping part (B, S) [N, normal] and friction (B, S, 2) [N] (``force`` (B, S, 3) the step applied;
+    None without contact). The dampers read the BDF2 velocity (q − q̃)/Δt' (integrators/bdf2.py)."""
+    from ..energies import damping_terms, limit_terms, sphere_centres
+    from ..energies.contact import penetration
+    from ..integrators.bdf2 import REFERENCE, STEP_SCALE, _joint_combination
+    from ..kinematics import forward_kinematics
+
+    h = STEP_SCALE * dt
+    q_ref = _joint_combination(body, (q0, q_back), REFERENCE)
+    zero = np.zeros((q1.shape[0], body.nv))
+    joint = damping_terms(body, q1, q_ref, forces.damping, h).grad if forces.has_damping else zero
+    limit = zero
+    if forces.limit_stiffness > 0 and forces.limit_damping > 0:
+        k = forces.limit_stiffness
+        limit = (limit_terms(body, q1, k, True, q_ref, forces.limit_damping, h, None, "implicit").grad
+                 - limit_terms(body, q1, k, True).grad)
+    if forces.contact is None:
+        return joint, limit, None, None
+    c = forces.contact
+    P1 = sphere_centres(body, forward_kinematics(body, q1))
+    return joint, limit, force[..., 2] - c.stiffness * penetration(body, P1, c.height), force[..., :2]
+
+
+def bdf2_step_ledger(body, forces, dt, q_back, q0, q1, tau, v1, damped):
+    """The ledger of one BDF2 step from q0 = q_k to q1 (B, nq) (q_back its q_{k−1}) under tau (B, nv): dict of
+    (B,) [J] as :func:`step_ledger`'s. BDF2's forces act at the end of the step, paired with the step's own
+    velocity v1 (B, nv) (the BDF2 one; the spheres' likewise): each term books force·v1·Δt. With the kinetic
+    energy at v1 this balance is second order in Δt: pairing the end forces with the displacement q1 ⊖ q0 (the
+    order-2 step's rule) would book an O(Δt) share of the inertia's work as energy created. ``damped``: the
+    :func:`bdf2_damping` of this step."""
+    from ..dynamics import energy
+    from ..energies import sphere_centres
+    from ..kinematics import forward_kinematics
+
+    joint, limit, normal, friction = damped
+    ke, pe = energy(body, q1, v1, forces.gravity)
+    power = lambda f: dt * np.einsum("bi,bi->b", f, v1)  # noqa: E731
+    out = {"work": power(tau), "E1": ke + pe + _stored(body, forces, q1), "joint_damping": power(joint),
+           "limit_damping": power(limit)}
+    if forces.contact is None:
+        out["contact_damping"] = out["friction"] = np.zeros(q0.shape[0])
+        return out
+    P = [sphere_centres(body, forward_kinematics(body, q)) for q in (q1, q0, q_back)]
+    step = 1.5 * P[0] - 2.0 * P[1] + 0.5 * P[2]  # Δt × the spheres' BDF2 velocity
+    out["contact_damping"] = -(normal * step[..., 2]).sum(-1)
+    out["friction"] = -(friction * step[..., :2]).sum((-1, -2))
+    return out
+
+
 def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=None, **env_kwargs):
     """Run ``rows`` rows of ``env_id`` (with ``env_kwargs``) at physics step ``dt`` for ``seconds`` and book every
     step (module docstring). Actions: random, the oscillator ``gait`` (rows, 2·n_act + 1), or ``policy`` (a
@@ -140,8 +197,9 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
 
     env = _make(env_id, dt, rows, **env_kwargs)
     sim, body = env.sim, env.body
-    if sim.integrator != "pbad":  # its kinetic energy and dampers read the order-2 step's backward differences
-        raise ValueError(f"the ledger books the order-2 step (integrator='pbad'), got integrator={sim.integrator!r}")
+    if sim.integrator not in ("pbad", "bdf2"):
+        raise ValueError(f"the ledger books PBAD's steps ('pbad', 'bdf2'), got integrator={sim.integrator!r}")
+    bdf2 = sim.integrator == "bdf2"
     forces, h = sim.model.forces, sim.dt
     hold = max(1, int(round(CONTROL / h)))
     env.reset(seed=seed)
@@ -160,7 +218,13 @@ def ledger(env_id, dt, rows, seconds, seed, gait=None, progress=None, policy=Non
         q_back, q_prev = np.asarray(sim.state.q_prev).copy(), np.asarray(sim.q).copy()
         iters.append(np.mean(sim.step(tau)["iterations"]))
         F = None if forces.contact is None else np.asarray(sim.contact_forces)
-        led = step_ledger(body, forces, h, q_prev, np.asarray(sim.q).copy(), tau, F, q_back)
+        q1 = np.asarray(sim.q).copy()
+        if bdf2:  # (the step's own q_{k−1}: a reset row's first step starts its history)
+            back = np.asarray(sim.state.back[:, 0])
+            led = bdf2_step_ledger(body, forces, h, back, q_prev, q1, tau, np.asarray(sim.qd),
+                                   bdf2_damping(body, forces, h, back, q_prev, q1, F))
+        else:
+            led = step_ledger(body, forces, h, q_prev, q1, tau, F, q_back)
         for key in ("work", "joint_damping", "limit_damping", "contact_damping", "friction"):
             totals[key] += led[key]
         if F is not None:
@@ -227,7 +291,7 @@ def run(args):
 
             t0 = time.time()
             tot, (ex, fr), its, h = ledger(env_id, dt, args.rows, args.seconds, args.seed, gait, progress,
-                                           _policy(args.policy, args.rows))
+                                           _policy(args.policy, args.rows), **env_settings(args))
             bar.close()
             W = tot["work"].sum()
             rows.append([env_id, h, W] + [tot[p].sum() / W for p in PARTS] + [ex / fr if fr > 0 else 0.0, its])

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
+from .common import add_set_argument, env_settings, machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 WALKERS = (("Spider-v4", "pbad_gym/Spider-v4"), ("Spider-v3", "pbad_gym/Spider-v3"),
            ("Spider-v2", "pbad_gym/Spider-v2"), ("Ant-v5", "Ant-v5"))
@@ -50,9 +50,7 @@ def add_arguments(p):
     p.add_argument("--envs", nargs="+", choices=[n for n, _ in WALKERS + SWIMMERS], default=None,
                    help="only these envs of the chosen tasks (default all)")
     p.add_argument("--no-mujoco", action="store_true", help="skip Gymnasium's MuJoCo envs even if installed")
-    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="keyword arguments of the pbad_gym walkers, values parsed as YAML (e.g. integrator=bdf2 "
-                        "penalty_springs=implicit dt=0.005 frame_skip=10); Δt/10 keeps them")
+    add_set_argument(p)  # (the walkers'; Δt/10 keeps them)
     p.add_argument("--ant-timestep", type=float, default=None,
                    help="MuJoCo timestep [s] of Ant-v5 (frame_skip = 0.05 s / timestep, the control interval "
                         "kept); default: Ant-v5's own 0.01 s, which is not converged either (compare at 0.002)")
@@ -164,19 +162,6 @@ def gait_speed(env, X, seconds, seed, fmin, fmax, falls=False):
 
     disp, early = rollout(env, act, steps, seed)
     return (disp / (steps * dt), early) if falls else disp / (steps * dt)
-
-
-def env_settings(args):
-    """The ``--set KEY=VALUE`` items of ``args`` as a dict (values parsed as YAML)."""
-    import yaml
-
-    out = {}
-    for item in getattr(args, "set", None) or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"pbad-bench search: --set takes KEY=VALUE items, got {item!r}")
-        out[key] = yaml.safe_load(value)
-    return out
 
 
 def _make_walker(env_id, n, args):
