@@ -141,11 +141,11 @@ def bdf2_damping(body, forces, dt, q_back, q0, q1, force):
     None without contact). The dampers read the BDF2 velocity (q − q̃)/Δt' (integrators/bdf2.py)."""
     from ..energies import damping_terms, limit_terms, sphere_centres
     from ..energies.contact import penetration
-    from ..integrators.bdf2 import REFERENCE, STEP_SCALE, _joint_combination
+    from ..integrators.bdf2 import REFERENCE, STEP_SCALE, joint_combination
     from ..kinematics import forward_kinematics
 
     h = STEP_SCALE * dt
-    q_ref = _joint_combination(body, (q0, q_back), REFERENCE)
+    q_ref = joint_combination(body, (q0, q_back), REFERENCE)
     zero = np.zeros((q1.shape[0], body.nv))
     joint = damping_terms(body, q1, q_ref, forces.damping, h).grad if forces.has_damping else zero
     limit = zero

@@ -24,11 +24,11 @@ Penalty springs act at the end of the step ("implicit"; the trapezoidal springs 
 """
 from __future__ import annotations
 
-from ..arrays import xp_of
+from ..arrays import tree_map, xp_of
 from ..energies import ContactMemory, sphere_centres
 from ..kinematics import difference, forward_kinematics, integrate
 from .pbad import as_force_model, prepare_step, solve_step_in_cone
-from .state import StepInfo, advance, contract_step, with_kinematics
+from .state import StepInfo, advance, cached_velocity, contract_step, with_kinematics
 
 INERTIA = (24 / 9, -22 / 9, 8 / 9, -1 / 9)  # x̂ from x_k, x_{k−1}, x_{k−2}, x_{k−3}
 REFERENCE = (4 / 3, -1 / 3)  # x̃ from x_k, x_{k−1}
@@ -39,7 +39,7 @@ def _combine(weights, arrays):
     return sum(w * a for w, a in zip(weights, arrays))
 
 
-def _joint_combination(body, qs, weights):
+def joint_combination(body, qs, weights):
     """q_k ⊕ Σ_j w_j (q_j ⊖ q_k) for configurations qs[0] = q_k, qs[1:] (the weights of a combination summing to
     1): exact on linear coordinates, in the tangent of q_k on rotations."""
     qk = qs[0]
@@ -55,8 +55,8 @@ def prepare_bdf2_step(body, history, tau, dt, forces, kins=None, contact=None):
             for q, k in zip(history, kins if kins is not None else (None,) * 4)]
     A = _combine(INERTIA, [k.R for k in kins])
     b = _combine(INERTIA, [k.t for k in kins])
-    q_ref = _joint_combination(body, history[:2], REFERENCE)
-    q_hat = _joint_combination(body, history, INERTIA)
+    q_ref = joint_combination(body, history[:2], REFERENCE)
+    q_hat = joint_combination(body, history, INERTIA)
     kin_ref = kins[0]._replace(R=_combine(REFERENCE, [k.R for k in kins[:2]]),
                                t=_combine(REFERENCE, [k.t for k in kins[:2]]))
     h = STEP_SCALE * float(dt)
@@ -94,13 +94,7 @@ def bdf2_velocity(model, state):
     return v if state.fresh is None else xp.where(state.fresh[:, None], last / dt, v)
 
 
-def bdf2_state_velocity(model, state, options):
-    """(state with its velocity cache, the BDF2 velocity)."""
-    v = state.velocity
-    if v is None:
-        v = bdf2_velocity(model, state)
-        state = state._replace(velocity=v)
-    return state, v
+bdf2_state_velocity = cached_velocity(bdf2_velocity)
 
 
 def _history(model, state, tau, options):
@@ -111,11 +105,10 @@ def _history(model, state, tau, options):
     if fresh is None or not bool(xp.any(fresh)):
         return (state.q_prev, state.back[:, 0], state.back[:, 1]), True
     rows = xp.nonzero(fresh)[0]
-    contact = None if state.contact is None else state.contact._replace(
-        **{k: getattr(state.contact, k)[rows] for k in ("P", "active", "normal", "anchor")})
+    contact = tree_map(lambda a: a[rows], state.contact)
     started = start_history(model.body, state.q[rows], state.q_prev[rows], tau[rows], model.dt, model.forces,
                             options, contact)
-    if state.back is None and len(rows) == state.q.shape[0]:
+    if state.back is None:  # (every row is fresh)
         return started, False
     out = []
     for j, s in enumerate(started):

@@ -164,13 +164,20 @@ def check_substeps(n):
     return int(n)
 
 
-def order2_state_velocity(model, state, options):
-    """(state with its velocity cache, the velocity (q ⊖ q_prev)/Δt): order 2's velocity (PBAD, impulse)."""
-    v = state.velocity
-    if v is None:
-        v = order2_velocity(model, state)
-        state = state._replace(velocity=v)
-    return state, v
+def cached_velocity(velocity):
+    """The ``state_velocity(model, state, options) -> (state with its velocity cache, the velocity)`` of a scheme
+    whose velocity is ``velocity(model, state)`` (computed once per State, then read from the cache)."""
+    def state_velocity(model, state, options):
+        v = state.velocity
+        if v is None:
+            v = velocity(model, state)
+            state = state._replace(velocity=v)
+        return state, v
+
+    return state_velocity
+
+
+order2_state_velocity = cached_velocity(order2_velocity)  # order 2's (q ⊖ q_prev)/Δt (PBAD, impulse)
 
 
 def stored_velocity(model, state, options):
