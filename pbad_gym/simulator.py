@@ -63,9 +63,9 @@ def select_step(integrator, order, contact_model, backend="numpy", *, optimizer=
         reason = kernel.supports(None, integrator=integrator, order=order, optimizer=optimizer,
                                  contact_model=contact_model, hessian=hessian, dtype=dtype, device=device)
         if reason is None:
-            from .kernels.numba.contract import step
+            from .kernels.numba.contract import bdf2_step, step
 
-            return step, "numba"
+            return (bdf2_step if integrator == "bdf2" else step), "numba"
         log.info("backend='numba' falls back to numpy: %s", reason)
     if backend == "cuda":
         from .kernels import cuda as fused
@@ -110,8 +110,8 @@ class Simulator:
         body: a :class:`pbad_gym.model.Body`.
         dt: time step [s].
         integrator: "pbad" (position-based, order 2), "bdf2" (the same step energy with BDF2 differences: second
-            order in Δt, NumPy engine only, implicit penalty springs; docs/physics.md §2.6) or a baseline: "euler",
-            "semi_implicit_euler", "rk4".
+            order in Δt, NumPy engine and numba kernel, implicit penalty springs; docs/physics.md §2.6) or a
+            baseline: "euler", "semi_implicit_euler", "rk4".
         optimizer: "lm" (Levenberg-Marquardt), "lbfgs" (diagonal initial inverse Hessian) or "lbfgs_hessian"
             (L-BFGS from the inverse Gauss-Newton step Hessian at the warm start) for PBAD.
         num_envs: batch size B.
@@ -317,9 +317,10 @@ class Simulator:
             kin = forward_kinematics(body, q)
             memory = contact_state(body, kin, c, self.dt)
             new = new._replace(contact=memory, force=sphere_forces(body, kin, c, memory, self.dt))
-        if cur.velocity is not None and self._compiled_finish():
+        if cur.velocity is not None and self._finish is not None and self.order == 2:
             # the reset rows' caches from one compiled call on those rows alone: the other rows keep theirs
-            # (otherwise the next read of any cache recomputes every row's)
+            # (otherwise the next read of any cache recomputes every row's); a fresh row's velocity is
+            # (q ⊖ q_prev)/Δt in either PBAD scheme
             new = self._finish(self.model, new)
         self.state = cur.with_rows(idx, new)
         return self

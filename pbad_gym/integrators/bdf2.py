@@ -71,14 +71,19 @@ def prepare_bdf2_step(body, history, tau, dt, forces, kins=None, contact=None):
     return base._replace(A=A, b=b, q_ref=q_ref, kin_ref=kin_ref, q_pred=q_hat, dt=h)
 
 
-def start_history(body, q, q_prev, tau, dt, forces, options, contact=None):
-    """(q_{k−1}, q_{k−2}, q_{k−3}) (each (B, nq)) for rows starting from (q_k = q, velocity v = (q ⊖ q_prev)/Δt):
-    the acceleration a from one order-2 step, then q_{−j} = q ⊕ (−j·Δt·v + ½j²Δt²·a)."""
-    data = prepare_step(body, q_prev, q, tau, dt, forces, contact=contact)
-    q1, _, _ = solve_step_in_cone(body, data, options)
+def start_history(body, q, q_prev, q_next):
+    """(q_{k−1}, q_{k−2}, q_{k−3}) (each (B, nq)) for rows starting from (q_k = q, velocity v = (q ⊖ q_prev)/Δt),
+    given ``q_next``, one order-2 step from (q_prev, q) (its estimate of the acceleration a):
+    q_{−j} = q ⊕ (−j·Δt·v + ½j²Δt²·a)."""
     back = difference(body, q, q_prev)  # −Δt·v
-    accel_dt2 = difference(body, q, q1) + back  # Δt²·a
+    accel_dt2 = difference(body, q, q_next) + back  # Δt²·a
     return tuple(integrate(body, q, j * back + 0.5 * j * j * accel_dt2) for j in (1, 2, 3))
+
+
+def order2_next(body, q_prev, q, tau, dt, forces, options, contact=None):
+    """q_{k+1} (B, nq) of one order-2 step (NumPy) from (q_prev, q) under tau: :func:`start_history`'s estimate."""
+    data = prepare_step(body, q_prev, q, tau, dt, forces, contact=contact)
+    return solve_step_in_cone(body, data, options)[0]
 
 
 def bdf2_velocity(model, state):
@@ -97,17 +102,18 @@ def bdf2_velocity(model, state):
 bdf2_state_velocity = cached_velocity(bdf2_velocity)
 
 
-def _history(model, state, tau, options):
+def history(model, state, tau, order2):
     """(q_{k−1}, q_{k−2}, q_{k−3}) of every row: the State's, or :func:`start_history` for rows reset since their
-    last step; and whether q_{k−1} is the State's q_prev."""
+    last step, their order-2 step taken by ``order2(q_prev, q, tau, contact) -> q_next`` (a backend's); and
+    whether q_{k−1} is the State's q_prev."""
     xp = xp_of(state.q)
     fresh = xp.ones(state.q.shape[0], dtype=bool) if state.back is None else state.fresh
     if fresh is None or not bool(xp.any(fresh)):
         return (state.q_prev, state.back[:, 0], state.back[:, 1]), True
     rows = xp.nonzero(fresh)[0]
     contact = tree_map(lambda a: a[rows], state.contact)
-    started = start_history(model.body, state.q[rows], state.q_prev[rows], tau[rows], model.dt, model.forces,
-                            options, contact)
+    q, q_prev = state.q[rows], state.q_prev[rows]
+    started = start_history(model.body, q, q_prev, order2(q_prev, q, tau[rows], contact))
     if state.back is None:  # (every row is fresh)
         return started, False
     out = []
@@ -123,10 +129,11 @@ def step(model, state, tau, options):
     """One BDF2 PBAD step of the step contract: (State, StepInfo) under tau (B, nv)."""
     state = with_kinematics(model, state)
     body, xp = model.body, xp_of(state.q)
-    (q_prev, q_back2, q_back3), kept = _history(model, state, tau, options)
-    history = (state.q, q_prev, q_back2, q_back3)
+    order2 = lambda qp, q, t, c: order2_next(body, qp, q, t, model.dt, model.forces, options, c)  # noqa: E731
+    (q_prev, q_back2, q_back3), kept = history(model, state, tau, order2)
+    configs = (state.q, q_prev, q_back2, q_back3)
     kin_prev = state.kin_prev if kept and state.kin_prev is not None else forward_kinematics(body, q_prev)
-    data = prepare_bdf2_step(body, history, tau, model.dt, model.forces, (state.kin, kin_prev, None, None),
+    data = prepare_bdf2_step(body, configs, tau, model.dt, model.forces, (state.kin, kin_prev, None, None),
                              state.contact)
     q_next, res, data = solve_step_in_cone(body, data, options)
     back = xp.stack([q_prev, q_back2], axis=1)

@@ -12,7 +12,9 @@ from .device import simulated, unavailable_reason
 
 def supports(integrator="pbad", order=2, optimizer="lm", contact_model="penalty", hessian="exact", dtype="float64"):
     """None when the fused kernel handles this case, else a one-line reason (the CPU kernel's cases: order 2,
-    LM, penalty contact, exact or Gauss-Newton Hessian, float32 / float64)."""
+    LM, penalty contact, exact or Gauss-Newton Hessian, float32 / float64; the order-2 step only)."""
+    if integrator == "bdf2":  # (the kernel's code computes it, but the launch does not carry its history)
+        return "integrator='bdf2' is compiled for the CPU kernel only"
     return _cpu_supports(None, integrator=integrator, order=order, optimizer=optimizer, contact_model=contact_model,
                          hessian=hessian, dtype=dtype, device="cpu")
 

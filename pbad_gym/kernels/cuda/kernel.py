@@ -50,12 +50,12 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
+                contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
                 cone_tol, mach_eps, mu0, q_back, HV, HT, MF, MD, MM, MV, q_back2, H2, q_prev, q_cur, tau, cP, cact,
                 cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP,
                 out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs,
                 xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred,
-                s33, s3, s36, xv, ev, zv, Dc, mc):
+                s33, s3, s36, xv, ev, zv, Dc, mc, qe, Re, te):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
     the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last), the
     Newton memory (batch.step_rows' HV, HT, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place
@@ -68,15 +68,15 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
         fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                            has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                           newton_memory, limit_trap, contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                           contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                           newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                           contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
         sc = StepScratch(qp[..., r], qc[..., r], ta[..., r], cPr[..., r], canr[..., r], car[..., r], cnr[..., r],
                          Rs[..., r], ts[..., r], ws[..., r], vs[..., r], Gs[..., r], fs[..., r], gs[..., r], xs[..., r],
                          Rp[..., r], tp[..., r], Rr[..., r], tr[..., r], A[..., r], bt[..., r], Wd[..., r], wtmp[...,
                          r], vtmp[..., r], Rj[..., r], R2[..., r], wr[..., r], K[..., r], Z[..., r], F[..., r], Xk[...,
                          r], H[..., r], Hd[..., r], Af[..., r], D[..., r], dx[..., r], dv[..., r], piv[..., r],
                          qpred[..., r], s33[..., r], s3[..., r], s36[..., r], xv[..., r], ev[..., r], zv[..., r],
-                         Dc[..., r], mc[..., r])
+                         Dc[..., r], mc[..., r], qe[..., r], Re[..., r], te[..., r])
         if MV[r]:
             load_memory(MF[r], MD[r], MM[r], sc)
         back = HV[r] and HT[r]  # (no control flow in a long call's argument list)
@@ -94,8 +94,8 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                   drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
                   has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
-                  limit_trap, contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps,
-                  height, cone_tol, mach_eps, mu0, q_prev, q, out_qd, out_R, out_t, out_w, out_v, Rj, R2, dv):
+                  limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+                  slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q, out_qd, out_R, out_t, out_w, out_v, Rj, R2, dv):
     """Row r of the CPU kernel's finish_batch: velocity (q ⊖ q_prev)/Δt (B, nv) and kinematics of q, on the
     StepScratch fields it names (batch axis last)."""
     r = cuda.grid(1)
@@ -106,8 +106,8 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
         fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                            has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                           newton_memory, limit_trap, contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                           contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                           newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                           contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
         dt = fo.dt
         dvr = dv[..., r]
         difference(m, q_prev[r], q[r], dvr)
@@ -123,7 +123,7 @@ def terms_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                  q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag,
                  chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
                  has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                 contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
+                 contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
                  cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v, out_terms, Rj, R2, K, Xk, H, Af, piv, s33, s3,
                  xv, ev, zv):
     """Row r of the CPU kernel's terms_batch: the divergence guard's energy terms (N, N_TERMS) of states q (N, nq),
@@ -137,8 +137,8 @@ def terms_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
         fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                            has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                           newton_memory, limit_trap, contact_trap, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                           contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                           newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                           contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
         forward_kinematics(m, q[r], R[r], t[r], w[r], v[r], Rj[..., r], R2[..., r])
         energy_terms_row(m, fo, act, gear, q[r], qd[r], R[r], t[r], w[r], v[r], K[..., r], Xk[..., r], H[..., r],
                          Af[..., r], xv[..., r], ev[..., r], zv[..., r], piv[..., r], s33[..., r], s3[..., r],

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...integrators.bdf2 import STEP_SCALE
 from ...optim.lm import MU0
 
 FRICTION_CODES = {"viscous": 0, "coulomb": 1, "none": 2}
@@ -30,7 +31,8 @@ class StepConstants(NamedTuple):
     has_spring, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes,
     cap_applied (Coulomb friction capped by the applied normal force), newton_memory (the LM's Newton memory:
     integrators/newton.py), limit_trap and contact_trap (the limits' / the ground's penalty springs "trapezoidal":
-    energies/penalty.py). Scalars (float64): dt [s], tol (units of
+    energies/penalty.py), bdf2 (integrators/bdf2.py: the step's energy with BDF2 differences; its dt is then
+    Δt' = 2Δt/3). Scalars (float64): dt [s] (the step energy's), tol (units of
     q), limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps (slip velocity × Δt [m]), height [m],
     cone_tol, mach_eps (the engine dtype's epsilon), mu0 (the LM's initial damping)."""
 
@@ -54,6 +56,7 @@ class StepConstants(NamedTuple):
     newton_memory: int
     limit_trap: int
     contact_trap: int
+    bdf2: int
     dt: float
     tol: float
     limit_k: float
@@ -74,10 +77,14 @@ ARRAY_FIELDS = tuple(k for k, t in StepConstants.__annotations__.items()
                      if getattr(t, "__forward_arg__", t) in ("np.ndarray", np.ndarray))
 
 
-def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants:
+def step_constants(body, forces, dt, options, dtype=np.float64, integrator="pbad") -> StepConstants:
     """The :class:`StepConstants` of a ForceModel ``forces``, step size ``dt`` [s] and SolverOptions ``options``
-    (its max_iter, tol, hessian and newton_memory) for ``body`` in the engine ``dtype``."""
+    (its max_iter, tol, hessian and newton_memory) for ``body`` in the engine ``dtype``; ``integrator`` "pbad"
+    or "bdf2" (whose energy terms take Δt' = STEP_SCALE·Δt)."""
     dtype = np.dtype(dtype)
+    bdf2 = integrator == "bdf2"
+    if bdf2:
+        dt = STEP_SCALE * float(dt)
     f = lambda a: np.ascontiguousarray(np.asarray(a, dtype=dtype))  # noqa: E731
     c = forces.contact
     coulomb_applied = c is not None and c.friction == "coulomb" and c.friction_cap == "applied"
@@ -97,8 +104,9 @@ def step_constants(body, forces, dt, options, dtype=np.float64) -> StepConstants
         has_damping=int(forces.has_damping), has_armature=int(body.has_armature),
         exact=int(options.hessian == "exact"), max_iter=int(options.max_iter),
         cone_passes=int(c.cone_passes) if coulomb_applied else 0, cap_applied=int(coulomb_applied),
-        newton_memory=int(options.newton_memory), limit_trap=int(forces.limit_springs == "trapezoidal"),
-        contact_trap=int(c is not None and c.springs == "trapezoidal"),
+        newton_memory=int(options.newton_memory and not bdf2),  # (BDF2 starts from q̂, as bdf2.py)
+        limit_trap=int(forces.limit_springs == "trapezoidal"),
+        contact_trap=int(c is not None and c.springs == "trapezoidal"), bdf2=int(bdf2),
         dt=dt, tol=float(options.tol), limit_k=float(forces.limit_stiffness), limit_d=float(forces.limit_damping),
         mach_eps=float(np.finfo(dtype).eps), mu0=MU0, **_contact(c, dt))
 

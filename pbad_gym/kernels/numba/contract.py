@@ -1,7 +1,10 @@
 """The numba kernel behind the step contract: ``step(model, state, tau, options, substeps=1) -> (State, StepInfo)``."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...energies import ContactMemory
+from ...integrators.bdf2 import history
 from ...integrators.state import StepInfo, check_substeps, with_contact_memory
 from .step import finish_numba, forward_kinematics_numba, kernel_step
 
@@ -26,6 +29,30 @@ def step(model, state, tau, options, substeps=1, substep_kin=True):
     r = kernel_step(model.body, state.q_prev, state.q, tau, model.dt, model.forces, max_iter=options.max_iter,
                     tol=options.tol, hessian=options.hessian, contact=state.contact, finish=True, substeps=n,
                     newton=state.newton, newton_memory=options.newton_memory, substep_kin=substep_kin)
+    return _stepped(model, state, r, n, kin_prev)
+
+
+def bdf2_step(model, state, tau, options, substeps=1, substep_kin=True):
+    """The BDF2 step (``integrators.bdf2.step``'s numbers to round-off) as :func:`step`: ``substeps`` steps in one
+    kernel call. Rows reset since their last step first start their history (integrators/bdf2.py history) with
+    one compiled order-2 step."""
+    n = check_substeps(substeps)
+    state = with_contact_memory(model, state, forward_kinematics)
+    body, dt, forces = model.body, model.dt, model.forces
+
+    def order2(q_prev, q, t, contact):
+        return kernel_step(body, q_prev, q, t, dt, forces, max_iter=options.max_iter, tol=options.tol,
+                           hessian=options.hessian, contact=contact).q
+
+    (q_prev, q_back2, q_back3), _ = history(model, state, tau, order2)
+    r = kernel_step(body, q_prev, state.q, tau, dt, forces, max_iter=options.max_iter, tol=options.tol,
+                    hessian=options.hessian, contact=state.contact, finish=True, substeps=n,
+                    substep_kin=substep_kin, back=np.stack([q_back2, q_back3], axis=1))
+    return _stepped(model, state, r, n, state.kin if n == 1 else None, back=r.back)
+
+
+def _stepped(model, state, r, n, kin_prev, **fields):
+    """The State and StepInfo after the kernel call ``r`` (a KernelStep) of ``n`` substeps from ``state``."""
     contact, force = state.contact, state.force
     if r.contact is not None:
         contact, force = ContactMemory(*r.contact), r.force
@@ -34,7 +61,7 @@ def step(model, state, tau, options, substeps=1, substep_kin=True):
     for _ in range(n):  # as n single steps add it
         time = time + model.dt
     new = state._replace(q=r.q, q_prev=r.q_prev, contact=contact, force=force, fresh=fresh, kin=r.kin,
-                         kin_prev=kin_prev, time=time, velocity=r.qd, newton=r.newton)
+                         kin_prev=kin_prev, time=time, velocity=r.qd, newton=r.newton, **fields)
     if n == 1:
         return new, StepInfo(r.iterations, r.grad_norm, r.converged)
     return new, StepInfo(r.iterations, r.grad_norm, r.converged, substep_q=r.substep_q, substep_qd=r.substep_qd,

@@ -64,7 +64,8 @@ def inlined_by_llvm(fn):
 _HERE = Path(__file__).resolve().parent
 # the files whose source the compiled code depends on: this package and the NumPy modules it imports constants from
 _SOURCES = (_HERE, _HERE.parent.parent / "optim" / "lm.py", _HERE.parent.parent / "model" / "joints.py",
-            _HERE.parent.parent / "model" / "body_arrays.py", _HERE.parent.parent / "integrators" / "newton.py")
+            _HERE.parent.parent / "model" / "body_arrays.py", _HERE.parent.parent / "integrators" / "newton.py",
+            _HERE.parent.parent / "integrators" / "bdf2.py")
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ...integrators.bdf2 import INERTIA, REFERENCE
 from ...integrators.newton import CHORD_GATE, CHORD_RATE, CHORD_STEPS, SMOOTH, TRUST
 from ...optim.lm import _EPS_BAND, MU_AFTER_REJECT, MU_GROW, MU_MAX, MU_SHRINK, STEP_SHRINK
 from .configuration import difference, integrate
@@ -39,6 +40,53 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
     integrate(m, qc, dv, qpred)
     if fo.has_contact:
         normal_shift(m, fo, cPr, Rp, tp)
+
+
+@inlined_by_llvm
+def prepare_bdf2_row(m, fo, qb3, qb2, sc):
+    """The BDF2 step's data of one row (integrators/bdf2.py prepare_bdf2_step) over :func:`prepare_row`'s, from
+    q_{k−2}, q_{k−3} (qb2, qb3 (nq,)) and sc.qp, sc.qc with their poses: the inertia target's poses A, bt (the
+    combination INERTIA of the four configurations' poses), the predictor sc.qpred = q̂ (the same in joint
+    space), the references sc.qe = q̃, sc.Re, sc.te ((4x_k − x_{k−1})/3) and, with contact, the sphere centres
+    P̃ in sc.cPr with their anchors moved along and the normal penalty's shift of P̃. The history's poses go
+    to the LM's evaluation slots sc.Rs, sc.ts (free until the LM starts)."""
+    Rp, tp, Rr, tr, Rb, tb = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.Rs, sc.ts
+    forward_kinematics(m, qb2, Rb[0], tb[0], sc.wtmp, sc.vtmp, sc.Rj, sc.R2)
+    forward_kinematics(m, qb3, Rb[1], tb[1], sc.wtmp, sc.vtmp, sc.Rj, sc.R2)
+    w0, w1, w2, w3 = INERTIA
+    r0, r1 = REFERENCE
+    A, bt, Re, te = sc.A, sc.bt, sc.Re, sc.te
+    for i in range(m.mass.shape[0]):
+        for a in range(3):
+            bt[i, a] = w0 * tr[i, a] + w1 * tp[i, a] + w2 * tb[0, i, a] + w3 * tb[1, i, a]
+            te[i, a] = r0 * tr[i, a] + r1 * tp[i, a]
+            for b in range(3):
+                A[i, a, b] = w0 * Rr[i, a, b] + w1 * Rp[i, a, b] + w2 * Rb[0, i, a, b] + w3 * Rb[1, i, a, b]
+                Re[i, a, b] = r0 * Rr[i, a, b] + r1 * Rp[i, a, b]
+    qc, d, acc = sc.qc, sc.dv, sc.dx
+    difference(m, qc, sc.qp, d)
+    for k in range(d.shape[0]):
+        acc[k] = r1 * d[k]
+    integrate(m, qc, acc, sc.qe)
+    for k in range(d.shape[0]):
+        acc[k] = w1 * d[k]
+    difference(m, qc, qb2, d)
+    for k in range(d.shape[0]):
+        acc[k] += w2 * d[k]
+    difference(m, qc, qb3, d)
+    for k in range(d.shape[0]):
+        acc[k] += w3 * d[k]
+    integrate(m, qc, acc, sc.qpred)
+    if fo.has_contact:
+        cP, canc, p0 = sc.cPr, sc.canr, m.contact_p0
+        for s in range(m.contact_link.shape[0]):
+            l = m.contact_link[s]
+            for a in range(3):
+                back = tp[l, a] + (Rp[l, a, 0] * p0[s, 0] + Rp[l, a, 1] * p0[s, 1] + Rp[l, a, 2] * p0[s, 2])
+                ref = r0 * cP[s, a] + r1 * back
+                canc[s, a] += ref - cP[s, a]  # (a stuck anchor keeps its offset from the reference: bdf2.py)
+                cP[s, a] = ref
+        normal_shift(m, fo, cP, Rp, tp)
 
 
 @inlined_by_llvm
@@ -103,10 +151,11 @@ def next_trust(m, fo, sc, cu, qb, valid):
 
 
 @inlined_by_llvm
-def chord_trial(m, fo, sc, qc, qpred, E, cu):
+def chord_trial(m, fo, sc, qc, Rr, tr, qpred, E, cu):
     """A chord step from the LM's slot ``cu`` (integrators/newton.py solve_with_memory): δ = −(L Lᵀ)⁻¹ g with the
     factor L that sc.Af keeps from an earlier solve (sc.Dc, sc.mc: its D and μ), the trial point in the other
-    slot and its energy and gradient, and LM's accept test. Returns (accepted, E at the trial point)."""
+    slot and its energy and gradient, and LM's accept test; qc, Rr, tr: the step energy's references (sc.qc,
+    sc.Rr, sc.tr; BDF2's sc.qe, sc.Re, sc.te). Returns (accepted, E at the trial point)."""
     nx = 1 - cu
     g, D, dx, xs = sc.gs[cu], sc.D, sc.dx, sc.xs
     nv = dx.shape[0]
@@ -120,7 +169,7 @@ def chord_trial(m, fo, sc, qc, qpred, E, cu):
         for j in range(nv):
             dx[j] = 0.0
     integrate(m, xs[cu], dx, xs[nx])
-    E_try = _energy_grad(m, fo, xs[nx], qc, qpred, sc.ta, sc.A, sc.bt, sc.Rr, sc.tr, sc.Wd, sc.cPr, sc.car, sc.cnr,
+    E_try = _energy_grad(m, fo, xs[nx], qc, qpred, sc.ta, sc.A, sc.bt, Rr, tr, sc.Wd, sc.cPr, sc.car, sc.cnr,
                          sc.canr, sc.Rs[nx], sc.ts[nx], sc.ws[nx], sc.vs[nx], sc.Rj, sc.R2, sc.Gs[nx], sc.fs[nx],
                          sc.wr, sc.gs[nx], sc.s33, sc.s3)
     band = _EPS_BAND * fo.mach_eps * max(abs(E), abs(E_try))
@@ -151,13 +200,14 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
     ``back2``: q_back2 (B, nq) holds q_{k−3} too (third order where smooth). ``chord``: sc.Af, sc.Dc, sc.mc hold a
     Newton memory (valid where sc.mc[0] != 0; its first iteration is then :func:`chord_trial`, a fresh Hessian only
     where that does not converge); the step leaves its own there (:func:`keep_factor`). Both only with fo.newton_memory
-    (else the memoryless step).
+    (else the memoryless step). With fo.bdf2 the step is BDF2's (:func:`prepare_bdf2_row`; q_back and q_back2 hold
+    q_{k−2} and q_{k−3}, always known) from its predictor q̂, without a Newton memory.
 
     With ``want`` != 0 the row also leaves what the environment reads of its new state (one call per env step,
-    no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd), the kinematics of q_{k+1} (out_R, out_t, out_w,
-    out_v: the LM's own evaluation at its accepted point) and, with contact, the new contact memory (out_cP,
-    out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With want == 0 these
-    outputs are not touched (they may be empty)."""
+    no NumPy after it): velocity q̇ = (q_{k+1} ⊖ q_k)/Δt (out_qd; fo.bdf2: BDF2's), the kinematics of q_{k+1}
+    (out_R, out_t, out_w, out_v: the LM's own evaluation at its accepted point) and, with contact, the new contact
+    memory (out_cP, out_cact, out_cnorm, out_canc) and the ground force the step applied (out_force). With
+    want == 0 these outputs are not touched (they may be empty)."""
     qp, qc, ta, cPr, canr, car, cnr = sc.qp, sc.qc, sc.ta, sc.cPr, sc.canr, sc.car, sc.cnr
     Rs, ts, ws, vs, Gs, fs, gs, xs = sc.Rs, sc.ts, sc.ws, sc.vs, sc.Gs, sc.fs, sc.gs, sc.xs
     Rp, tp, Rr, tr, A, bt, Wd = sc.Rp, sc.tp, sc.Rr, sc.tr, sc.A, sc.bt, sc.Wd
@@ -181,6 +231,14 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
         forward_kinematics(m, qp, Rp, tp, wtmp, vtmp, Rj, R2)
         forward_kinematics(m, qc, Rr, tr, wtmp, vtmp, Rj, R2)
     prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr)
+    # the step energy's references: q_k and its poses, BDF2's q̃ and (4x_k − x_{k−1})/3 (qc, Rr, tr stay q_k's:
+    # the velocity and the next substep's poses read them)
+    bdf2 = fo.bdf2 != 0
+    if bdf2:
+        prepare_bdf2_row(m, fo, q_back2[r], q_back[r], sc)
+    qe = sc.qe if bdf2 else qc
+    Re = sc.Re if bdf2 else Rr
+    te = sc.te if bdf2 else tr
     # Levenberg-Marquardt (optim/lm.py) from the warm start
     Dc, mc = sc.Dc, sc.mc
     back, chord = back and fo.newton_memory != 0, chord and fo.newton_memory != 0
@@ -192,7 +250,7 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
         mc[0] = 0.0  # (no chord step where the motion is not smooth: newton.py)
         for k in range(nq):
             xs[0, k] = qpred[k]
-    E = _energy_grad(m, fo, xs[0], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
+    E = _energy_grad(m, fo, xs[0], qe, qpred, ta, A, bt, Re, te, Wd, cPr, car, cnr, canr, Rs[0], ts[0],
                      ws[0], vs[0], Rj, R2, Gs[0], fs[0], wr, gs[0], s33, s3)
     mu = mu0
     iters = 0
@@ -207,7 +265,7 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
         # (at least one chord step, even from a start within the tolerance: the measure is blind to the soft modes,
         # where an extrapolated start accepted as it is lets errors drift from step to step; newton.py)
         while (fresh or iters == 0) and gnorm <= CHORD_GATE * tol and iters < CHORD_STEPS and iters < max_iter:
-            accept, E_try = chord_trial(m, fo, sc, qc, qpred, E, cu)
+            accept, E_try = chord_trial(m, fo, sc, qe, Re, te, qpred, E, cu)
             iters += 1
             if not accept:
                 break
@@ -220,16 +278,16 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
             if gnorm > CHORD_RATE * last:
                 break
     if fresh:
-        hessian(m, fo, xs[cu], qc, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
+        hessian(m, fo, xs[cu], qe, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
                 canr, K, Z, F, Xk, H, D, s33, s3, s36)
         gnorm = _measure(gs[cu], D)
     for p in range(fo.cone_passes + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
         if p > 0:
             if not cone_refresh(m, fo, Rs[cu], ts[cu], cPr, car, cnr):
                 break
-            E = _energy_grad(m, fo, xs[cu], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[cu], ts[cu],
+            E = _energy_grad(m, fo, xs[cu], qe, qpred, ta, A, bt, Re, te, Wd, cPr, car, cnr, canr, Rs[cu], ts[cu],
                              ws[cu], vs[cu], Rj, R2, Gs[cu], fs[cu], wr, gs[cu], s33, s3)
-            hessian(m, fo, xs[cu], qc, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
+            hessian(m, fo, xs[cu], qe, qpred, ta, Rs[cu], ts[cu], ws[cu], vs[cu], Gs[cu], fs[cu], Wd, cPr, car, cnr,
                     canr, K, Z, F, Xk, H, D, s33, s3, s36)
             mu, limit, gnorm = mu0, math.inf, _measure(gs[cu], D)
         for _ in range(max_iter - (iters if p == 0 else 0)):  # (chord iterations count against the first pass)
@@ -255,7 +313,7 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
                     dx[j] = 0.0
             nx = 1 - cu
             integrate(m, xs[cu], dx, xs[nx])
-            E_try = _energy_grad(m, fo, xs[nx], qc, qpred, ta, A, bt, Rr, tr, Wd, cPr, car, cnr, canr, Rs[nx],
+            E_try = _energy_grad(m, fo, xs[nx], qe, qpred, ta, A, bt, Re, te, Wd, cPr, car, cnr, canr, Rs[nx],
                                  ts[nx], ws[nx], vs[nx], Rj, R2, Gs[nx], fs[nx], wr, gs[nx], s33, s3)
             band = _EPS_BAND * eps * max(abs(E), abs(E_try))
             accept = ok and ((E_try < E) or ((E_try <= E + band) and (pred <= band)))
@@ -268,7 +326,7 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
             if accept:  # (a rejected trial's gradient is never measured: it is dropped)
                 gn_try = _measure(gs[nx], D)
                 if gn_try >= tol:
-                    hessian(m, fo, xs[nx], qc, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
+                    hessian(m, fo, xs[nx], qe, qpred, ta, Rs[nx], ts[nx], ws[nx], vs[nx], Gs[nx], fs[nx], Wd, cPr,
                             car, cnr, canr, K, Z, F, Xk, H, D, s33, s3, s36)
                     gn_try = _measure(gs[nx], D)
                 cu, E, gnorm = nx, E_try, gn_try
@@ -278,8 +336,13 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
     out_it[r], out_gn[r], out_conv[r] = iters, gnorm, conv
     if want != 0:
         difference(m, qc, xs[cu], dv)
-        for k in range(nv):
-            out_qd[r, k] = dv[k] / dt
+        if bdf2:  # (3(q_{k+1} ⊖ q_k) − (q_k ⊖ q_{k−1}))/(2Δt), and 2Δt = 3Δt'
+            difference(m, qp, qc, dx)
+            for k in range(nv):
+                out_qd[r, k] = (3 * dv[k] - dx[k]) / (3 * dt)
+        else:
+            for k in range(nv):
+                out_qd[r, k] = dv[k] / dt
         Rc_, tc_, wc_, vc_ = Rs[cu], ts[cu], ws[cu], vs[cu]
         for i in range(L):
             for a in range(3):

@@ -27,7 +27,8 @@ class StepScratch(NamedTuple):
     D, dx, dv (nv,), piv (nv,) int64, s33 (8, 3, 3), s3 (8, 3), s36 (2, 3, 6). The Newton memory a row carries
     from one substep to the next (lm.step_row): Af's factor with Dc (nv,), the diagonal D it was solved with, and
     mc (2,) = (1 where the factor is valid else 0, the damping μ it was solved with). The divergence guard's energy
-    terms (the GPU's terms kernel, dynamics.energy_terms_row): xv, ev, zv (nv,)."""
+    terms (the GPU's terms kernel, dynamics.energy_terms_row): xv, ev, zv (nv,). BDF2's references
+    (lm.prepare_bdf2_row): qe (nq,), Re (L, 3, 3), te (L, 3): q̃ and the link poses' (4x_k − x_{k−1})/3."""
 
     qp: np.ndarray
     qc: np.ndarray
@@ -76,6 +77,9 @@ class StepScratch(NamedTuple):
     zv: np.ndarray
     Dc: np.ndarray
     mc: np.ndarray
+    qe: np.ndarray
+    Re: np.ndarray
+    te: np.ndarray
 
 
 def scratch_shapes(L, nv, nq, n_s):
@@ -88,7 +92,8 @@ def scratch_shapes(L, nv, nq, n_s):
             "vtmp": f(nv, 3), "Rj": f(L, 3, 3), "R2": f(L, 3, 3), "wr": f(L, 6), "K": f(L, 6, 6), "Z": f(L, 3, 3),
             "F": f(L, 3), "Xk": f(nv, 6), "H": f(nv, nv), "Hd": f(nv, nv), "Af": f(nv, nv), "D": f(nv),
             "dx": f(nv), "dv": f(nv), "piv": ((nv,), INT), "qpred": f(nq), "s33": f(8, 3, 3), "s3": f(8, 3),
-            "s36": f(2, 3, 6), "xv": f(nv), "ev": f(nv), "zv": f(nv), "Dc": f(nv), "mc": f(2)}
+            "s36": f(2, 3, 6), "xv": f(nv), "ev": f(nv), "zv": f(nv), "Dc": f(nv), "mc": f(2),
+            "qe": f(nq), "Re": f(L, 3, 3), "te": f(L, 3)}
 
 
 def scratch_bytes(L, nv, nq, n_s, itemsize):
@@ -113,4 +118,5 @@ def alloc_scratch(L, nv, nq, n_s, dtype):
         np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty((nv, nv), dtype), np.empty(nv, dtype),
         np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, np.int64), np.empty(nq, dtype),
         np.empty((8, 3, 3), dtype), np.empty((8, 3), dtype), np.empty((2, 3, 6), dtype), np.empty(nv, dtype),
-        np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype), np.zeros(2, dtype))
+        np.empty(nv, dtype), np.empty(nv, dtype), np.empty(nv, dtype), np.zeros(2, dtype), np.empty(nq, dtype),
+        np.empty((L, 3, 3), dtype), np.empty((L, 3), dtype))

@@ -23,8 +23,8 @@ def supports(body, forces=None, *, integrator="pbad", order=2, optimizer="lm", c
     """None when :func:`pbad_step_numba` handles this case, else a one-line reason for the NumPy fallback."""
     if device != "cpu":
         return f"device={device!r}: the numba kernel runs on the CPU"
-    if integrator != "pbad":
-        return f"integrator={integrator!r} is not compiled (only 'pbad')"
+    if integrator not in ("pbad", "bdf2"):
+        return f"integrator={integrator!r} is not compiled (only 'pbad', 'bdf2')"
     if order != 2:
         return f"collocation order {order} is not compiled"
     if optimizer != "lm":
@@ -59,17 +59,17 @@ def body_arrays(body, dtype):
     return body.arrays(np, dtype)
 
 
-def _constants(body, forces, dt, max_iter, tol, hessian, dtype, newton_memory=False):
+def _constants(body, forces, dt, max_iter, tol, hessian, dtype, newton_memory=False, integrator="pbad"):
     """(BodyArrays, StepConstants, a dict of cached work arrays) of one simulation's options, memoised by identity
     (a stepping loop pays one dict lookup per call); max_iter / tol None take SolverOptions' defaults."""
-    key = (id(forces), id(body), dt, max_iter, tol, hessian, dtype, newton_memory)
+    key = (id(forces), id(body), dt, max_iter, tol, hessian, dtype, newton_memory, integrator)
     hit = _FORCES.get(key)
     if hit is not None and hit[0] is forces and hit[1] is body:
         return hit[2]
     if len(_FORCES) > 64:
         _FORCES.clear()
     options = SolverOptions.create(dtype, max_iter=max_iter, tol=tol, hessian=hessian, newton_memory=newton_memory)
-    consts = (body_arrays(body, dtype), step_constants(body, forces, dt, options, dtype), {})
+    consts = (body_arrays(body, dtype), step_constants(body, forces, dt, options, dtype, integrator), {})
     _FORCES[key] = (forces, body, consts)
     return consts
 
@@ -99,7 +99,7 @@ class KernelStep(NamedTuple):
     substep applied as ``force`` (else None), q_prev (B, nq): the configuration before the last substep (q_cur for
     one step), and of the n substeps' states substep_q (n, B, nq), substep_qd (n, B, nv) and, where asked for,
     substep_kin (their Kinematics, leading axis n) (q, qd and kin the last); newton: the NewtonMemory the call
-    leaves."""
+    leaves; back: BDF2's (q_{k−2}, q_{k−3}) (B, 2, nq) of the new state (None for the order-2 step)."""
 
     q: np.ndarray
     iterations: np.ndarray
@@ -114,6 +114,7 @@ class KernelStep(NamedTuple):
     substep_qd: np.ndarray = None
     substep_kin: Kinematics = None
     newton: NewtonMemory = None
+    back: np.ndarray = None
 
 
 def _empty_outputs(consts, dtype):
@@ -137,7 +138,7 @@ def actuator_arrays(actuated, gear, dtype):
 
 
 def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian="exact", contact=None, finish=False,
-                substeps=1, newton=None, newton_memory=False, substep_kin=True):
+                substeps=1, newton=None, newton_memory=False, substep_kin=True, back=None):
     """The compiled step (:func:`pbad_step_numba`'s semantics) as a :class:`KernelStep`; with ``finish`` also what
     the environment reads of the new state, from the same call (velocity, kinematics, new contact memory and
     force), and then ``substeps`` steps under the same tau in that one call (each row's state, contact memory and
@@ -147,8 +148,9 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     step time, BENCHMARKS.md). With ``newton_memory`` (SolverOptions.newton_memory) the
     step keeps a Newton memory: ``newton`` is the state's NewtonMemory (integrators/newton.py) or None (none yet:
     first-order warm start, fresh Hessians) and the new one is returned (never written into the one passed);
-    without, both are None. Inputs that are already C-contiguous arrays of the kernel's dtype and shape are
-    passed as they are."""
+    without, both are None. With ``back`` (B, 2, nq) = (q_{k−2}, q_{k−3}) every substep is BDF2's
+    (integrators/bdf2.py; no Newton memory) and KernelStep.back holds the history the call leaves. Inputs that are
+    already C-contiguous arrays of the kernel's dtype and shape are passed as they are."""
     if hessian not in HESSIANS:
         raise ValueError(f"hessian must be one of {HESSIANS}, got {hessian!r}")
     if not isinstance(forces, ForceModel):
@@ -161,7 +163,10 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
         raise ValueError(f"q_cur must be float32 or float64, got {dtype}")
     B, nq, nv = q_cur.shape[0], body.nq, body.nv
     tau = _arr(tau, dtype, (B, nv))
-    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype, bool(newton_memory))
+    bdf2 = back is not None
+    newton_memory = bool(newton_memory) and not bdf2
+    consts = _constants(body, forces, float(dt), max_iter, tol, hessian, dtype, newton_memory,
+                        "bdf2" if bdf2 else "pbad")
     m, fo, empty = consts
     n_s = m.contact_r.shape[0]
     has_contact = forces.contact is not None
@@ -173,7 +178,10 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
         newton = None
     HV, HT, MF, MD, MM, MV = _newton_arrays(newton, B, nv, dtype) if newton_memory else _no_memory(empty, B, dtype)
     Q[0] = Q[1] if newton is None else _arr(newton.q_back, dtype, (B, nq))
-    if newton is None:  # (q_{k−3}: the third-order start's)
+    if bdf2:
+        back = _arr(back, dtype, (B, 2, nq))
+        Q[0], QB2, H2 = back[:, 0], np.ascontiguousarray(back[:, 1]), np.ones(B, np.bool_)
+    elif newton is None:  # (q_{k−3}: the third-order start's)
         QB2, H2 = Q[1], np.zeros(B, np.bool_)
     else:
         QB2, H2 = _arr(newton.q_back2, dtype, (B, nq)), np.asarray(newton.history2, np.bool_)
@@ -201,13 +209,14 @@ def kernel_step(body, q_prev, q_cur, tau, dt, forces, *, max_iter, tol, hessian=
     # (q_{k−2} and q_{k−3} of the next call: Q[n] and Q[n − 1], which is the old q_back where n = 1)
     memory = NewtonMemory(Q[n], np.ones(B, np.bool_), MF, MD, MM, MV, HT, Q[n - 1],
                           np.ones(B, np.bool_) if n > 1 else HV) if newton_memory else None  # (HV: read only)
+    history = np.stack([Q[n], Q[n - 1]], axis=1) if bdf2 else None
     if not finish:
-        return KernelStep(q, its, GN[n - 1], conv, newton=memory)
+        return KernelStep(q, its, GN[n - 1], conv, newton=memory, back=history)
     QD, R, t, w, v, force = outs
     c = n % 2
     return KernelStep(q, its, GN[n - 1], conv, QD[n - 1], Kinematics(R[-1], t[-1], w[-1], v[-1]),
                       (CP[c], CACT[c], CNORM[c], CANC[c]) if has_contact else None, force if has_contact else None,
-                      Q[n + 1], Q[3:], QD, Kinematics(R, t, w, v) if substep_kin else None, memory)
+                      Q[n + 1], Q[3:], QD, Kinematics(R, t, w, v) if substep_kin else None, memory, history)
 
 
 def _no_memory(empty, B, dtype):
