@@ -50,3 +50,22 @@ def test_throughput_workloads_quick_run_writes_its_table(tmp_path):
     engines = {r["engine"] for r in rows}
     assert {"Swimmer-v1 numba", "Spider-v2 numba", "Spider-v1 numba", "Spider-v0 numba"} <= engines
     assert all(float(r["value"]) > 0 for r in rows)
+
+
+def test_throughput_set_makes_the_swept_envs_with_its_keywords(tmp_path, monkeypatch):
+    """`pbad-bench throughput --set KEY=VALUE`: every pbad_gym env of the sweep is made with those keywords."""
+    import csv
+
+    from pbad_gym.bench import throughput
+    from pbad_gym.cli import bench_main
+
+    made = []
+    real = throughput._make_pbad
+    monkeypatch.setattr(throughput, "_make_pbad", lambda *a, **kw: made.append(kw) or real(*a, **kw))
+    assert bench_main(["throughput", "--quick", "--no-mujoco", "--envs", "Spider-v4", "--batches", "2",
+                       "--backends", "numba", "--set", "integrator=bdf2", "penalty_springs=implicit", "dt=0.005",
+                       "--out", str(tmp_path)]) == 0
+    assert made and all(kw == {"integrator": "bdf2", "penalty_springs": "implicit", "dt": 0.005} for kw in made)
+    with open(tmp_path / "throughput" / "throughput.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["env"], r["num_envs"]) for r in rows] == [("Spider-v4", "2")]

@@ -9,7 +9,8 @@ the largest batch up to 256 with ``--threads`` threads, by default the numba ker
 table): a CMA-ES Swimmer iteration (20 candidates x 1000 steps), PPO-style stepping (10k env steps on 16 envs) of
 the Swimmer and the Spider, env-steps/s at 256 and at 1 env, and ``mujoco.rollout`` on Swimmer-v5 with
 ``--threads`` threads; with ``--compile-time`` also the numba kernel's first compile (fresh cache directory) and
-cached load (a second process) times.
+cached load (a second process) times. ``--set KEY=VALUE``: keyword arguments of the pbad_gym envs of the sweep
+(e.g. ``integrator=bdf2 penalty_springs=implicit dt=0.0025``).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import time
 
 import numpy as np
 
-from .common import machine, mujoco_available, out_dir, print_table, stamp, write_csv
+from .common import add_set_argument, env_settings, machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
 BATCHES = (1, 16, 64, 256, 1024)
 PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"),
@@ -47,6 +48,7 @@ def add_arguments(p):
     p.add_argument("--threads", type=int, default=None,
                    help="threads of mujoco.rollout (default: the numba kernel's thread count, so both engines use "
                         "the same threads)")
+    add_set_argument(p)
     p.add_argument("--compile-time", action="store_true",
                    help="with --workloads: also time the numba kernel's first compile (minutes) and cached load")
 
@@ -76,18 +78,19 @@ def _time(step, reset, batch, seconds, min_steps=3):
             return n * batch / elapsed, extras
 
 
-def _make_pbad(env_id, batch, backend=None):
+def _make_pbad(env_id, batch, backend=None, **settings):
     import gymnasium
 
     import pbad_gym  # noqa: F401  (registers the ids)
 
     kw = {} if backend is None else {"backend": backend}
-    return gymnasium.make_vec(env_id, num_envs=batch, vectorization_mode="vector_entry_point", **kw)
+    return gymnasium.make_vec(env_id, num_envs=batch, vectorization_mode="vector_entry_point", **kw, **settings)
 
 
-def time_pbad(env_id, batch, seconds, seed=0, backend=None):
-    """(env-steps/s, dt, mean LM iterations per step) of a native pbad_gym vector env under random actions."""
-    env = _make_pbad(env_id, batch, backend)
+def time_pbad(env_id, batch, seconds, seed=0, backend=None, settings=None):
+    """(env-steps/s, dt, mean LM iterations per step) of a native pbad_gym vector env (made with the keyword
+    arguments ``settings``) under random actions."""
+    env = _make_pbad(env_id, batch, backend, **(settings or {}))
     rng = np.random.default_rng(seed)
     shape = env.action_space.shape
 
@@ -159,8 +162,9 @@ def run(args):
     if args.workloads:
         return run_workloads(args, out, threads)
     backends = _backends(args)
+    settings = env_settings(args)
     print(f"pbad-bench throughput on {machine()}, {stamp()}; {seconds:g} s per case, random actions, float64, "
-          f"backends {', '.join(backends)}")
+          f"backends {', '.join(backends)}" + (f"; pbad_gym envs with {settings}" if settings else ""))
     rows = []
     have_mj = not args.no_mujoco and mujoco_available()
     ref = {}
@@ -168,7 +172,7 @@ def run(args):
     for name, pid, mid in pairs:
         for backend in backends:
             for b in batches:
-                rate, dt, it, it_max = time_pbad(pid, b, seconds, backend=backend)
+                rate, dt, it, it_max = time_pbad(pid, b, seconds, backend=backend, settings=settings)
                 rows.append((name, f"pbad {backend}", b, rate, rate * dt, dt, it, it_max))
                 print(f"  {name:8s} pbad {backend:5s} num_envs {b:5d}: {rate:10.0f} env-steps/s  "
                       f"{rate * dt:9.1f} sim-s/s  LM iterations {it:.2f} (max {it_max})", flush=True)
