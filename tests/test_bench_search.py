@@ -79,3 +79,19 @@ def test_set_passes_keywords_to_the_walkers_and_to_their_finer_physics(monkeypat
 
     with pytest.raises(SystemExit, match="--set"):
         search.env_settings(Namespace(set=["integrator"]))
+
+
+def test_planar_gait_speed_carries_the_forward_speed_and_the_sideways_one():
+    import gymnasium
+
+    from pbad_gym.bench.search import gait_speed
+
+    env = gymnasium.make_vec("pbad_gym/Spider-v4", num_envs=2, vectorization_mode="vector_entry_point",
+                             max_episode_steps=None, dt=0.005, frame_skip=10, integrator="bdf2",
+                             penalty_springs="implicit")
+    X = np.random.default_rng(0).uniform(0, 1, (2, 17))
+    forward, fell = gait_speed(env, X, 0.5, 7, 0.25, 3.0, falls=True)
+    v, fell_too = gait_speed(env, X, 0.5, 7, 0.25, 3.0, falls=True, planar=True)
+    assert v.shape == (2, 2) and np.all(v[:, 1] != 0)
+    np.testing.assert_array_equal(v[:, 0], forward)
+    np.testing.assert_array_equal(fell_too, fell)

@@ -76,18 +76,25 @@ def _x_positions(info, n):
     return np.asarray(info["x_position"], dtype=float).reshape(n)
 
 
-def rollout(env, act, steps, seed):
+def _planar_positions(info, n):
+    """(info["x_position"], info["y_position"]) (n, 2) [m] of a vector env step or reset."""
+    return np.stack([_x_positions(info, n), np.asarray(info["y_position"], dtype=float).reshape(n)], axis=-1)
+
+
+def rollout(env, act, steps, seed, planar=False):
     """Run every row of vector env ``env`` for ``steps`` steps under ``act(k, obs) -> actions (n, n_act)``.
-    Each row's displacement of ``info["x_position"]`` is frozen when its episode ends (terminated or truncated).
-    Returns (displacement (n,) [m], ended early (n,) bool)."""
+    Each row's displacement of ``info["x_position"]`` (with ``planar`` of (x_position, y_position): (n, 2)) is
+    frozen when its episode ends (terminated or truncated). Returns (displacement (n,) [m], ended early (n,)
+    bool)."""
     n = env.num_envs
+    position = _planar_positions if planar else _x_positions
     obs, info = env.reset(seed=seed)
-    x0 = _x_positions(info, n)
+    x0 = position(info, n)
     x_last, live, early = x0.copy(), np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
     for k in range(steps):
         a = np.clip(act(k, obs), -1.0, 1.0).astype(env.action_space.dtype)
         obs, _, term, trunc, info = env.step(a)
-        x_last = np.where(live, _x_positions(info, n), x_last)
+        x_last = np.where(live[:, None] if planar else live, position(info, n), x_last)
         done = np.asarray(term) | np.asarray(trunc)
         early |= live & done & (k < steps - 1)
         live &= ~done
@@ -141,10 +148,10 @@ def finer_physics(env, factor=10):
     return {"dt": u.sim.dt / factor, "frame_skip": u.frame_skip * factor}
 
 
-def gait_speed(env, X, seconds, seed, fmin, fmax, falls=False):
+def gait_speed(env, X, seconds, seed, fmin, fmax, falls=False, planar=False):
     """Forward speed [m/s] (n,) of open-loop gaits X (n, 2·n_act + 1), one per row of vector env ``env``, over
-    episodes of ``seconds`` simulated seconds (a fall ends the displacement early); with ``falls`` also which rows
-    ended early (n,) bool."""
+    episodes of ``seconds`` simulated seconds (a fall ends the displacement early); with ``planar`` the (x, y)
+    velocity (n, 2) instead; with ``falls`` also which rows ended early (n,) bool."""
     n_act = env.single_action_space.shape[0]
     dt = _dt(env)
     steps = int(round(seconds / dt))
@@ -160,7 +167,7 @@ def gait_speed(env, X, seconds, seed, fmin, fmax, falls=False):
     def act(k, obs):
         return A * np.sin(2 * np.pi * f * (k + 0.5) * dt + phi)
 
-    disp, early = rollout(env, act, steps, seed)
+    disp, early = rollout(env, act, steps, seed, planar)
     return (disp / (steps * dt), early) if falls else disp / (steps * dt)
 
 
