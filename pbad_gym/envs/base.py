@@ -29,8 +29,8 @@ Conventions shared by both forms:
   unaffected;
 - ``newton_memory=True`` keeps the solver's Newton memory between physics steps (``Simulator``'s option, on by
   default there; docs/physics.md §2.5); the environments solve without it unless asked (DEFAULT_NEWTON_MEMORY);
-- ``integrator="bdf2"`` steps with PBAD's BDF2 form (second order in Δt; docs/physics.md §2.6) on the NumPy
-  engine; the environments' own step is "pbad", the order-2 step the kernels compile.
+- ``integrator="bdf2"`` steps with PBAD's BDF2 form (second order in Δt; docs/physics.md §2.6; NumPy engine and
+  numba kernel); the environments' own step is "pbad", the order-2 step.
 """
 from __future__ import annotations
 
