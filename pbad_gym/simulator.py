@@ -144,11 +144,11 @@ class Simulator:
         damping: per-DOF joint damping (nv,) or scalar [N m s/rad]; default: the joints' own.
         spring: per-DOF joint spring stiffness (nv,) or scalar [N m/rad or N/m], the potential k/2·‖q ⊖ q_rest‖²
             (PBAD only; None: off); spring_rest: its rest configuration (nq,), default ``body.q0()``.
-        backend: "numba" (the compiled CPU kernel: order 2, LM, penalty contact; other cases run on numpy with
-            a logged reason), "cuda" (the same kernel fused on the GPU, one thread per trajectory, one launch per
-            step: needs device="cuda" and numba.cuda, or device="cpu" under numba's CUDA simulator; other cases
-            run on numpy, logged), "numpy" (the reference array code; NumPy on CPU, CuPy on GPU) or None (numba
-            on CPU when it imports, numpy on GPU). ``sim.backend`` is the one that runs.
+        backend: "numba" (the compiled CPU kernel: order 2 and BDF2, LM, penalty contact; other cases run on
+            numpy with a logged reason), "cuda" (the same kernel fused on the GPU, one thread per trajectory, one
+            launch per step, order 2 only: needs device="cuda" and numba.cuda, or device="cpu" under numba's CUDA
+            simulator; other cases run on numpy, logged), "numpy" (the reference array code; NumPy on CPU, CuPy on
+            GPU) or None (numba on CPU when it imports, numpy on GPU). ``sim.backend`` is the one that runs.
 
     State: ``q`` (B, nq), ``qd`` (B, nv), ``time`` [s]. For PBAD the velocity is (q_k ⊖ q_{k−1})/Δt.
     Methods: ``step(tau, substeps=1)`` (n steps under one tau: an env's frame_skip, one compiled call on numba),
