@@ -162,3 +162,21 @@ def test_bdf2_ledger_closes_and_its_numerical_dissipation_falls_at_second_order(
         np.testing.assert_allclose(sum(tot[p] for p in PARTS), tot["work"], rtol=1e-9, atol=1e-9)
         shares.append(tot["numerical"].sum() / tot["work"].sum())
     assert 0 < shares[2] < shares[1] / 2.5 < shares[0] / 6.0
+
+
+def test_bdf2_numba_kernel_matches_numpy_with_drag():
+    import gymnasium
+
+    import pbad_gym  # noqa: F401
+
+    q = []
+    for backend in ("numpy", "numba"):
+        env = gymnasium.make_vec("pbad_gym/Swimmer-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                                 integrator="bdf2", backend=backend)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            env.step(rng.uniform(-1, 1, (2,) + env.single_action_space.shape))
+        assert env.unwrapped.sim.backend == backend
+        q.append(np.asarray(env.unwrapped.sim.q))
+    np.testing.assert_allclose(q[1], q[0], rtol=0, atol=1e-11)

@@ -21,14 +21,10 @@ from .terms import _energy_grad
 @inlined_by_llvm
 def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
     """The step data of one row (integrators/pbad.py prepare_step) from q_prev, q_cur (qp, qc) and their poses
-    (Rp, tp), (Rr, tr): the inertia target's poses A = 2R_k − R_{k−1}, bt = 2t_k − t_{k−1} (L, …), the drag
-    weights Wd = R_k C R_kᵀ (L, 3, 3), the predictor qpred = q_k ⊕ (q_k ⊖ q_{k−1}) (dv: scratch (nv,)) and, with
-    contact, the normal penalty's shift in column 3 of the row's contact centres cPr (contact.normal_shift)."""
-    for i in range(m.mass.shape[0]):
-        for a in range(3):
-            bt[i, a] = 2 * tr[i, a] - tp[i, a]
-            for b in range(3):
-                A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
+    (Rp, tp), (Rr, tr): the drag weights Wd = R_k C R_kᵀ (L, 3, 3), and for the order-2 step (BDF2's:
+    :func:`prepare_bdf2_row`) the inertia target's poses A = 2R_k − R_{k−1}, bt = 2t_k − t_{k−1} (L, …), the
+    predictor qpred = q_k ⊕ (q_k ⊖ q_{k−1}) (dv: q_k ⊖ q_{k−1} (nv,)) and, with contact, the normal penalty's
+    shift in column 3 of the row's contact centres cPr (contact.normal_shift)."""
     if fo.has_drag:
         C = fo.drag
         for i in range(m.mass.shape[0]):
@@ -36,6 +32,13 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
                 for b in range(3):
                     Wd[i, a, b] = (Rr[i, a, 0] * C[i, 0] * Rr[i, b, 0] + Rr[i, a, 1] * C[i, 1] * Rr[i, b, 1]
                                    + Rr[i, a, 2] * C[i, 2] * Rr[i, b, 2])
+    if fo.bdf2 != 0:
+        return
+    for i in range(m.mass.shape[0]):
+        for a in range(3):
+            bt[i, a] = 2 * tr[i, a] - tp[i, a]
+            for b in range(3):
+                A[i, a, b] = 2 * Rr[i, a, b] - Rp[i, a, b]
     difference(m, qp, qc, dv)
     integrate(m, qc, dv, qpred)
     if fo.has_contact:
@@ -44,7 +47,7 @@ def prepare_row(m, fo, qp, qc, Rp, tp, Rr, tr, A, bt, Wd, dv, qpred, cPr):
 
 @inlined_by_llvm
 def prepare_bdf2_row(m, fo, qb3, qb2, sc):
-    """The BDF2 step's data of one row (integrators/bdf2.py prepare_bdf2_step) over :func:`prepare_row`'s, from
+    """The BDF2 step's data of one row (integrators/bdf2.py prepare_bdf2_step) beside :func:`prepare_row`'s, from
     q_{k−2}, q_{k−3} (qb2, qb3 (nq,)) and sc.qp, sc.qc with their poses: the inertia target's poses A, bt (the
     combination INERTIA of the four configurations' poses), the predictor sc.qpred = q̂ (the same in joint
     space), the references sc.qe = q̃, sc.Re, sc.te ((4x_k − x_{k−1})/3) and, with contact, the sphere centres
