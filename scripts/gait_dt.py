@@ -10,7 +10,9 @@ arguments (e.g. integrator=bdf2 penalty_springs=implicit). Printed per gait and 
 (the searches' score), the mean path speed (the (x, y) displacement's length over the episode time: how fast the
 robot travels, whichever way it turns), the spread of the travel directions (circular standard deviation [deg]:
 an open-loop gait has no feedback on its heading, so the heading drifts, and the forward speed carries that drift)
-and the falls.
+and the falls; each mean with its standard error over the resets (± one standard error): an open-loop gait's
+trajectories part from each other within seconds, so two steps' means differ by about that much from the sampling
+of the resets alone.
 """
 from __future__ import annotations
 
@@ -47,9 +49,16 @@ def main(argv=None):
             v, fell = gait_speed(env, np.tile(x, (args.rows, 1)), args.seconds, args.seed + i + 10 ** 6, 0.25,
                                  3.0, falls=True, planar=True)
             env.close()
-            print(f"gait {i} dt={dt:g}: {v[:, 0].mean():.3f} m/s forward, {np.hypot(*v.T).mean():.3f} m/s path, "
+            path = np.hypot(*v.T)
+            print(f"gait {i} dt={dt:g}: {v[:, 0].mean():.3f} ± {sem(v[:, 0]):.3f} m/s forward, "
+                  f"{path.mean():.3f} ± {sem(path):.3f} m/s path, "
                   f"directions spread {direction_spread(v):.0f} deg, {int(fell.sum())} of {args.rows} fell "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+
+def sem(x):
+    """Standard error [same unit] of the mean of the samples x (n,)."""
+    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
 def direction_spread(v):

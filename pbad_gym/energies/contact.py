@@ -37,6 +37,7 @@ from .penalty import DEFAULT_SPRINGS, check_springs, step_stiffness, trapezoidal
 
 FRICTION_MODELS = ("viscous", "coulomb", "none")
 FRICTION_CAPS = ("applied", "lagged_spring")
+FRICTION_ONSETS = ("lagged", "step")
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,10 @@ class GroundContact:
     cone_passes re-solves that stops once every sphere's normal force moved by at most cone_tol of it) or
     "lagged_spring" (D1·d at q_k, Spider-v1/v2). springs: where the normal spring D1·d sits in time within a
     step, "implicit" or "trapezoidal" (energies/penalty.py; the latter needs normal damping to damp the
-    penalty's oscillation, which it no longer damps numerically)."""
+    penalty's oscillation, which it no longer damps numerically). friction_onset (Coulomb with the applied cap):
+    which spheres take friction in a step, "lagged" (those in contact at q_k: a sphere that lands slides free for
+    its first step) or "step" (also those the step's own normal force pushes, joined by the cap's fixed point
+    with their anchors where they crossed into contact: docs/physics.md §2.3)."""
 
     stiffness: float = 1e4
     friction: str = "viscous"
@@ -61,9 +65,12 @@ class GroundContact:
     cone_passes: int = 4
     cone_tol: float = 1e-3
     springs: str = DEFAULT_SPRINGS
+    friction_onset: str = "lagged"
 
     def __post_init__(self):
         check_springs(self.springs, "contact springs")
+        if self.friction_onset not in FRICTION_ONSETS:
+            raise ValueError(f"contact friction_onset must be one of {FRICTION_ONSETS}, got {self.friction_onset!r}")
         if self.friction not in FRICTION_MODELS:
             raise ValueError(f"contact friction must be one of {FRICTION_MODELS}, got {self.friction!r}")
         if self.friction_cap not in FRICTION_CAPS:
@@ -80,6 +87,10 @@ class GroundContact:
             raise ValueError("contact stiffness must be positive")
         if self.friction == "coulomb" and self.slip_velocity <= 0:
             raise ValueError("coulomb friction needs slip_velocity > 0")
+        if self.friction_onset == "step" and not self.resolves_cone:
+            raise ValueError("contact friction_onset='step' needs friction='coulomb', friction_cap='applied' and "
+                             f"cone_passes > 0 (its fixed point joins the landing spheres), got friction="
+                             f"{self.friction!r}, friction_cap={self.friction_cap!r}, cone_passes={self.cone_passes!r}")
 
     @property
     def resolves_cone(self):
@@ -284,6 +295,24 @@ def contact_state(body, kin, params, dt, prev=None):
             if params.friction_cap == "applied":
                 normal = applied_normal(body, P, params, prev.P, dt, prev.shift)
     return ContactMemory(P, active, normal, anchor)
+
+
+def join_pushed(body, memory, P, normal, params):
+    """(memory, joined (B, S) bool): with ``params.friction_onset`` "step", the spheres outside the memory's active
+    set that the step pushes (applied normal force ``normal`` (B, S) [N] > 0 at centres P (B, S, 3)) made active,
+    their anchors where their centres crossed into contact on the segment from q_k's centres (memory.P) to P: where
+    the normal penalty's depth (past the step's shift) turned positive. Else (memory, None)."""
+    if params.friction_onset != "step":
+        return memory, None
+    xp = xp_of(P)
+    joined = (normal > 0) & ~memory.active
+    r = body.arrays(xp, P.dtype).contact_r
+    lift = params.height + r - (0.0 if memory.shift is None else memory.shift)  # the height the force starts at
+    above, below = memory.P[..., 2] - lift, lift - P[..., 2]
+    alpha = xp.clip(above / xp.maximum(above + below, 1e-300), 0.0, 1.0) * (above > 0)
+    cross = memory.P + alpha[..., None] * (P - memory.P)
+    anchor = xp.where(joined[..., None], cross, memory.anchor)
+    return memory._replace(active=memory.active | joined, anchor=anchor), joined
 
 
 def cone_mismatch(memory, normal, rtol):

@@ -12,7 +12,8 @@ from .base import PBADEnv, PBADVectorEnv, validate_solver_options
 from .locomotion import (AntEnv, AntVectorEnv, HalfCheetahEnv, HalfCheetahVectorEnv, HopperEnv, HopperVectorEnv,
                          MJCFVectorEnv, Walker2dEnv, Walker2dVectorEnv)
 from .spider import (SpiderEnv, SpiderV1Env, SpiderV1VectorEnv, SpiderV2Env, SpiderV2VectorEnv, SpiderV3Env,
-                     SpiderV3VectorEnv, SpiderV4Env, SpiderV4VectorEnv, SpiderVectorEnv)
+                     SpiderV3VectorEnv, SpiderV4Env, SpiderV4VectorEnv, SpiderV5Env, SpiderV5VectorEnv,
+                     SpiderVectorEnv)
 from .swimmer import SwimmerEnv, SwimmerV1Env, SwimmerV1VectorEnv, SwimmerVectorEnv
 
 
@@ -26,6 +27,7 @@ def __getattr__(name):
 
 __all__ = ["PBADEnv", "PBADVectorEnv", "SwimmerEnv", "SwimmerVectorEnv", "SpiderEnv", "SpiderVectorEnv",
            "SwimmerV1Env", "SwimmerV1VectorEnv", "SpiderV1Env", "SpiderV1VectorEnv", "SpiderV2Env", "SpiderV2VectorEnv",
-           "SpiderV3Env", "SpiderV3VectorEnv", "SpiderV4Env", "SpiderV4VectorEnv", "MJCFVectorEnv", "HopperEnv",
+           "SpiderV3Env", "SpiderV3VectorEnv", "SpiderV4Env", "SpiderV4VectorEnv", "SpiderV5Env",
+           "SpiderV5VectorEnv", "MJCFVectorEnv", "HopperEnv",
            "HopperVectorEnv", "Walker2dEnv", "Walker2dVectorEnv", "HalfCheetahEnv", "HalfCheetahVectorEnv", "AntEnv",
            "AntVectorEnv", "SB3VecEnv", "validate_solver_options"]

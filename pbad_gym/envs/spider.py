@@ -469,8 +469,10 @@ class SpiderV3VectorEnv(SpiderV2VectorEnv):
     ## Arguments
     Spider-v2's, with these defaults: dt=0.001 [s], frame_skip=None (0.05 s / dt; a dt that does not divide 0.05 s
     is refused unless frame_skip is given); and reset_clearance=0.02 [m], cone_passes=4, cone_tol=1e-3,
-    penalty_springs=None (the version's own: "implicit" for v3, "trapezoidal" for v4; where the limits' and the
-    ground's penalty springs sit in time within a physics step, docs/physics.md §2.4).
+    penalty_springs=None (the version's own: "implicit" for v3, "trapezoidal" for v4 and v5; where the limits' and
+    the ground's penalty springs sit in time within a physics step, docs/physics.md §2.4), friction_onset=None (the
+    version's own: "lagged" for v3 and v4, "step" for v5; which spheres take friction in a physics step,
+    docs/physics.md §2.3).
 
     ## Version history
     v3: Coulomb friction capped by the step's applied normal force (v2: by the spring force at the start of the
@@ -483,9 +485,11 @@ class SpiderV3VectorEnv(SpiderV2VectorEnv):
 
     friction_cap = "applied"
     penalty_springs = "implicit"  # v4: "trapezoidal"
+    friction_onset = "lagged"  # v5: "step"
 
     def __init__(self, num_envs=1, max_episode_steps=1000, *, dt=0.001, frame_skip=None,
-                 reset_clearance=RESET_CLEARANCE, cone_passes=4, cone_tol=1e-3, penalty_springs=None, **kwargs):
+                 reset_clearance=RESET_CLEARANCE, cone_passes=4, cone_tol=1e-3, penalty_springs=None,
+                 friction_onset=None, **kwargs):
         dt = real_number(dt, "dt", positive=True)
         if frame_skip is None:  # the physics step must divide Ant-v5's control interval
             frame_skip = CONTROL_INTERVAL / dt
@@ -497,12 +501,15 @@ class SpiderV3VectorEnv(SpiderV2VectorEnv):
         self.cone = dict(cone_passes=cone_passes, cone_tol=cone_tol)  # checked by GroundContact, the one place
         if penalty_springs is not None:
             self.penalty_springs = check_springs(penalty_springs, "penalty_springs")
+        if friction_onset is not None:  # (checked by GroundContact)
+            self.friction_onset = friction_onset
         super().__init__(num_envs, max_episode_steps, dt=dt, frame_skip=frame_skip, **kwargs)
 
     def _sim_options(self):
         options = super()._sim_options()
         if self.contact_model == "penalty":
-            options["contact"] = dict(options["contact"], springs=self.penalty_springs, **self.cone)
+            options["contact"] = dict(options["contact"], springs=self.penalty_springs,
+                                      friction_onset=self.friction_onset, **self.cone)
         return options | {"limit_springs": self.penalty_springs}
 
     def reset_model(self, rng):
@@ -556,3 +563,40 @@ class SpiderV4Env(PBADEnv):
     __doc__ = "Single-environment form of :class:`SpiderV4VectorEnv` (same arguments, no num_envs).\n\n" + (
         SpiderV4VectorEnv.__doc__ or "")
     vector_cls = SpiderV4VectorEnv
+
+
+class SpiderV5VectorEnv(SpiderV4VectorEnv):
+    friction_onset = "step"
+
+
+def _v5_doc(v3):
+    """Spider-v5's docstring: its description and version history around Spider-v3's spaces, rewards, starting
+    state, episode end and arguments (the same for every version from v3)."""
+    shared = v3[v3.index("## Action space"):v3.index("## Version history")]
+    return """## Description
+    Spider-v5: Spider-v4 (its robot, friction capped by the step's applied normal force, trapezoidal penalty
+    springs, 0.001 s physics step under the 0.05 s control interval and clean resets) with friction from the first
+    physics step of every contact. Up to v4 a physics step gave friction only to the contact spheres already in
+    contact at its start, so a foot landing within a step slid free of friction for that step while the ground
+    pushed on it: at 0.001 s, an oblique landing lost a fifth of its Coulomb friction impulse, and open-loop gaits
+    ran up to a third faster than under ten times finer physics. Here the cap's fixed point also joins every
+    sphere the step's normal force pushes, anchored where it crossed into contact (``friction_onset="step"``,
+    docs/physics.md §2.3), so a sliding landing takes exactly μ times its normal impulse at every Δt
+    (``pbad-bench contact``, BENCHMARKS.md "Contact physics"). Gradients through the step (pbad_gym.diff) need
+    ``friction_onset="lagged"`` and ``penalty_springs="implicit"`` (v3's).
+
+    """ + shared + """## Version history
+    v5: friction from a contact's first physics step (v4: from its second). v4: trapezoidal penalty springs (v3:
+    implicit). v3: Coulomb friction capped by the step's applied normal force, physics step 0.01 -> 0.001 s with
+    frame_skip 5 -> 50, resets lifted clear of the ground. v2: Ant-v5's legs, damped contact and limits. v1:
+    Ant-v5's masses, gears, armature and friction on the v0 geometry. v0: first version.
+    """
+
+
+SpiderV5VectorEnv.__doc__ = _v5_doc(SpiderV3VectorEnv.__doc__ or "")
+
+
+class SpiderV5Env(PBADEnv):
+    __doc__ = "Single-environment form of :class:`SpiderV5VectorEnv` (same arguments, no num_envs).\n\n" + (
+        SpiderV5VectorEnv.__doc__ or "")
+    vector_cls = SpiderV5VectorEnv

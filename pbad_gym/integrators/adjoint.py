@@ -42,14 +42,18 @@ class StepCotangents(NamedTuple):
 def check_differentiable(body, forces):
     """ValueError naming what the step's adjoint does not cover: armature on ball / free joints, and Coulomb
     friction capped by the previous step's applied force without re-solves (friction_cap "applied", cone_passes 0:
-    a cap that is neither the step's own fixed point nor a function of q_k), and trapezoidal penalty springs (their
-    shift reads q_{k−1}, which the adjoint's cotangents do not follow)."""
+    a cap that is neither the step's own fixed point nor a function of q_k), trapezoidal penalty springs (their
+    shift reads q_{k−1}, which the adjoint's cotangents do not follow) and friction_onset "step" (the anchors of
+    the spheres that join within the step are read off an intermediate solve)."""
     c = forces.contact
     if "trapezoidal" in (forces.limit_springs, getattr(c, "springs", None)):
         raise ValueError("gradients through the step need limit_springs='implicit' and the contact's "
                          "springs='implicit' (the trapezoidal penalty springs are not differentiated)")
     if c is not None and c.friction == "coulomb" and c.friction_cap == "applied" and c.cone_passes == 0:
         raise ValueError("gradients through Coulomb contact need friction_cap='lagged_spring' or cone_passes > 0")
+    if c is not None and c.friction_onset == "step":
+        raise ValueError("gradients through the step need the contact's friction_onset='lagged' (the anchors of the "
+                         "spheres that join within a step are not differentiated)")
     if body.has_armature and len(body.quat_v):
         arm = body.arrays(xp_of(body.quat_v), float).armature
         if float(abs(arm[body.quat_v]).max()) > 0:

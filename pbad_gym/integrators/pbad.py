@@ -15,7 +15,8 @@ import numpy as np
 from ..arrays import tree_map, to_numpy, xp_of
 from ..energies import (ForceModel, LinkTerms, actuation_terms, armature_terms, applied_normal, cone_mismatch,
                         contact_state, contact_terms, damping_terms, drag_terms, drag_weights, gravity_terms,
-                        inertia_targets, inertia_terms, limit_terms, normal_shift, sphere_centres, spring_terms)
+                        inertia_targets, inertia_terms, join_pushed, limit_terms, normal_shift, sphere_centres,
+                        spring_terms)
 from ..kinematics import (difference, forward_kinematics, generalized_gradient, generalized_hessian, integrate,
                           pose_gradient_wrench, weighted_spatial_form, world_moments)
 from ..optim import LMResult
@@ -307,14 +308,24 @@ def solve_step_in_cone(body, data, options, x0=None, newton=None, track_system=F
         return q, res, data
     xp = xp_of(q)
     for _ in range(params.cone_passes):
-        normal = applied_normal(body, sphere_centres(body, forward_kinematics(body, q)), params, data.contact.P,
-                                data.dt, data.contact.shift)
-        rows = xp.nonzero(cone_mismatch(data.contact, normal, params.cone_tol))[0]
+        P = sphere_centres(body, forward_kinematics(body, q))
+        normal = applied_normal(body, P, params, data.contact.P, data.dt, data.contact.shift)
+        joined_memory, joined = join_pushed(body, data.contact, P, normal, params)
+        redo = cone_mismatch(data.contact, normal, params.cone_tol)
+        if joined is not None:
+            redo = redo | xp.any(joined, axis=-1)
+        rows = xp.nonzero(redo)[0]
         if len(rows) == 0:
             break
         capped = data.contact.normal.copy()
         capped[rows] = normal[rows]
-        data = data._replace(contact=data.contact._replace(normal=capped))
+        memory = data.contact._replace(normal=capped)
+        if joined is not None:  # (only the re-solved rows join: a row that stops keeps the memory it was solved with)
+            take = xp.zeros(redo.shape, bool)
+            take[rows] = True
+            memory = memory._replace(active=xp.where(take[:, None], joined_memory.active, memory.active),
+                                     anchor=xp.where(take[:, None, None], joined_memory.anchor, memory.anchor))
+        data = data._replace(contact=memory)
         q_r, res_r = solve_step(body, data.take(rows), options, x0=q[rows], track_system=track_system)
         q = q.copy()
         q[rows] = q_r

@@ -49,13 +49,13 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start,
                 v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                cone_tol, mach_eps, mu0, q_back, HV, HT, MF, MD, MM, MV, q_back2, H2, q_prev, q_cur, tau, cP, cact,
-                cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v, out_cP,
-                out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs, fs, gs,
-                xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv, qpred,
-                s33, s3, s36, xv, ev, zv, Dc, mc, qe, Re, te):
+                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step, newton_memory,
+                limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+                slip_eps, height, cone_tol, mach_eps, mu0, q_back, HV, HT, MF, MD, MM, MV, q_back2, H2, q_prev, q_cur,
+                tau, cP, cact, cnorm, canc, out_q, out_it, out_gn, out_conv, want, out_qd, out_R, out_t, out_w, out_v,
+                out_cP, out_cact, out_cnorm, out_canc, out_force, qp, qc, ta, cPr, canr, car, cnr, Rs, ts, ws, vs, Gs,
+                fs, gs, xs, Rp, tp, Rr, tr, A, bt, Wd, wtmp, vtmp, Rj, R2, wr, K, Z, F, Xk, H, Hd, Af, D, dx, dv, piv,
+                qpred, s33, s3, s36, xv, ev, zv, Dc, mc, qe, Re, te):
     """Row r = the thread's global index (r < B) of the CPU kernel's step_batch: the model's and options' fields,
     the step inputs and outputs (batch axis first), then the StepScratch fields (batch axis last), the
     Newton memory (batch.step_rows' HV, HT, MF, MD, MM, MV, and q_back: q_{k−2}) read and written in place
@@ -68,8 +68,8 @@ def step_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
         fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                            has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                           newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
-                           contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                           onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d,
+                           contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
         sc = StepScratch(qp[..., r], qc[..., r], ta[..., r], cPr[..., r], canr[..., r], car[..., r], cnr[..., r],
                          Rs[..., r], ts[..., r], ws[..., r], vs[..., r], Gs[..., r], fs[..., r], gs[..., r], xs[..., r],
                          Rp[..., r], tp[..., r], Rr[..., r], tr[..., r], A[..., r], bt[..., r], Wd[..., r], wtmp[...,
@@ -93,9 +93,10 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                   link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                   q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                   drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
-                  has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
-                  limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-                  slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q, out_qd, out_R, out_t, out_w, out_v, Rj, R2, dv):
+                  has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step,
+                  newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
+                  contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q, out_qd, out_R, out_t, out_w,
+                  out_v, Rj, R2, dv):
     """Row r of the CPU kernel's finish_batch: velocity (q ⊖ q_prev)/Δt (B, nv) and kinematics of q, on the
     StepScratch fields it names (batch axis last)."""
     r = cuda.grid(1)
@@ -106,8 +107,8 @@ def finish_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, 
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
         fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                            has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                           newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
-                           contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                           onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d,
+                           contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
         dt = fo.dt
         dvr = dv[..., r]
         difference(m, q_prev[r], q[r], dvr)
@@ -122,10 +123,10 @@ def terms_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                  link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                  q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag,
                  chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                 contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                 cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v, out_terms, Rj, R2, K, Xk, H, Af, piv, s33, s3,
-                 xv, ev, zv):
+                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step, newton_memory,
+                 limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+                 slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v, out_terms, Rj, R2, K, Xk, H,
+                 Af, piv, s33, s3, xv, ev, zv):
     """Row r of the CPU kernel's terms_batch: the divergence guard's energy terms (N, N_TERMS) of states q (N, nq),
     qd (N, nv), the kinematics of q in R, t, w, v (work arrays, batch axis first), on the StepScratch fields it
     names (batch axis last)."""
@@ -137,8 +138,8 @@ def terms_kernel(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
         fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                            has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                           newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
-                           contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                           onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d,
+                           contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
         forward_kinematics(m, q[r], R[r], t[r], w[r], v[r], Rj[..., r], R2[..., r])
         energy_terms_row(m, fo, act, gear, q[r], qd[r], R[r], t[r], w[r], v[r], K[..., r], Xk[..., r], H[..., r],
                          Af[..., r], xv[..., r], ev[..., r], zv[..., r], piv[..., r], s33[..., r], s3[..., r],

@@ -29,7 +29,8 @@ class StepConstants(NamedTuple):
     reference rounds each), spring (nv,) [N m/rad or N/m] and spring_rest (nq,) (zeros when off). Switches (int):
     has_gravity, has_drag, has_contact, friction (FRICTION_CODES), has_limits, has_damping, has_armature,
     has_spring, exact (the exact Hessian, else Gauss-Newton), max_iter, cone_passes,
-    cap_applied (Coulomb friction capped by the applied normal force), newton_memory (the LM's Newton memory:
+    cap_applied (Coulomb friction capped by the applied normal force), onset_step (friction_onset "step": the
+    spheres the step pushes join the active set in the cap's fixed point), newton_memory (the LM's Newton memory:
     integrators/newton.py), limit_trap and contact_trap (the limits' / the ground's penalty springs "trapezoidal":
     energies/penalty.py), bdf2 (integrators/bdf2.py: the step's energy with BDF2 differences; its dt is then
     Δt' = 2Δt/3). Scalars (float64): dt [s] (the step energy's), tol (units of
@@ -53,6 +54,7 @@ class StepConstants(NamedTuple):
     max_iter: int
     cone_passes: int
     cap_applied: int
+    onset_step: int
     newton_memory: int
     limit_trap: int
     contact_trap: int
@@ -104,6 +106,7 @@ def step_constants(body, forces, dt, options, dtype=np.float64, integrator="pbad
         has_damping=int(forces.has_damping), has_armature=int(body.has_armature),
         exact=int(options.hessian == "exact"), max_iter=int(options.max_iter),
         cone_passes=int(c.cone_passes) if coulomb_applied else 0, cap_applied=int(coulomb_applied),
+        onset_step=int(c is not None and c.friction_onset == "step"),
         newton_memory=int(options.newton_memory and not bdf2),  # (BDF2 starts from q̂, as bdf2.py)
         limit_trap=int(forces.limit_springs == "trapezoidal"),
         contact_trap=int(c is not None and c.springs == "trapezoidal"), bdf2=int(bdf2),

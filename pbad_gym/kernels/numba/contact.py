@@ -100,22 +100,46 @@ def applied_normal(sph_link, p0, sph_r, fo, s, R, t, cP):
 
 
 @jitable
-def cone_refresh(m, fo, R, t, cP, cact, cnorm):
+def cone_refresh(m, fo, R, t, cP, cact, cnorm, canc):
     """The fixed point's test (integrators/pbad.py solve_step_in_cone): when an active sphere's normal force at poses
-    (R, t) differs from its friction cap cnorm by more than fo.cone_tol of the larger, every sphere's cap becomes
-    its applied normal force and True is returned (the row re-solves); else nothing changes."""
+    (R, t) differs from its friction cap cnorm by more than fo.cone_tol of the larger — or, with fo.onset_step, a
+    sphere outside the active set cact is pushed (energies/contact.py join_pushed: it joins, its anchor in canc
+    where its centre crossed into contact) — every sphere's cap becomes its applied normal force and True is
+    returned (the row re-solves); else nothing changes."""
     rtol = fo.cone_tol
     n_s = m.contact_link.shape[0]
     gap = False
     for s in range(n_s):
+        n = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
         if cact[s]:
-            n = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
             if abs(n - cnorm[s]) > rtol * max(n, cnorm[s]):
                 gap = True
+        elif fo.onset_step != 0 and n > 0:
+            gap = True
+            _join(m, fo, s, R, t, cP, cact, canc)
     if gap:
         for s in range(n_s):
             cnorm[s] = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
     return gap
+
+
+@jitable
+def _join(m, fo, s, R, t, cP, cact, canc):
+    """Sphere s joins the active set, anchored where its centre crossed into contact between q_k's centre cP[s]
+    and its centre at poses (R, t) (energies/contact.py join_pushed)."""
+    l, p0 = m.contact_link[s], m.contact_p0
+    P0 = t[l, 0] + (R[l, 0, 0] * p0[s, 0] + R[l, 0, 1] * p0[s, 1] + R[l, 0, 2] * p0[s, 2])
+    P1 = t[l, 1] + (R[l, 1, 0] * p0[s, 0] + R[l, 1, 1] * p0[s, 1] + R[l, 1, 2] * p0[s, 2])
+    P2 = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+    lift = fo.height + m.contact_r[s] - cP[s, 3]
+    above, below = cP[s, 2] - lift, lift - P2
+    alpha = 0.0
+    if above > 0:
+        alpha = min(max(above / max(above + below, 1e-300), 0.0), 1.0)
+    cact[s] = True
+    canc[s, 0] = cP[s, 0] + alpha * (P0 - cP[s, 0])
+    canc[s, 1] = cP[s, 1] + alpha * (P1 - cP[s, 1])
+    canc[s, 2] = cP[s, 2] + alpha * (P2 - cP[s, 2])
 
 
 @jitable

@@ -35,9 +35,9 @@ def copy_constants(fo):
     return StepConstants(fo.gravity.copy(), fo.drag.copy(), fo.chart.copy(), fo.spring.copy(), fo.spring_rest.copy(),
                          fo.has_gravity, fo.has_drag, fo.has_contact, fo.friction, fo.has_limits, fo.has_damping,
                          fo.has_armature, fo.has_spring, fo.exact, fo.max_iter, fo.cone_passes, fo.cap_applied,
-                         fo.newton_memory, fo.limit_trap, fo.contact_trap, fo.bdf2, fo.dt, fo.tol, fo.limit_k,
-                         fo.limit_d, fo.contact_k, fo.contact_d, fo.contact_dn, fo.mu, fo.slip_eps, fo.height,
-                         fo.cone_tol, fo.mach_eps, fo.mu0)
+                         fo.onset_step, fo.newton_memory, fo.limit_trap, fo.contact_trap, fo.bdf2, fo.dt, fo.tol,
+                         fo.limit_k, fo.limit_d, fo.contact_k, fo.contact_d, fo.contact_dn, fo.mu, fo.slip_eps,
+                         fo.height, fo.cone_tol, fo.mach_eps, fo.mu0)
 
 
 @njit(cache=True, parallel=True, nogil=True)
@@ -46,10 +46,10 @@ def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axi
                vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start, v_start,
                dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart, spring,
                spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature,
-               has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap, contact_trap, bdf2, dt,
-               tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0,
-               Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R, out_t,
-               out_w, out_v, out_force, nchunks):
+               has_spring, exact, max_iter, cone_passes, cap_applied, onset_step, newton_memory, limit_trap,
+               contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
+               cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV,
+               want, QD, out_R, out_t, out_w, out_v, out_force, nchunks):
     """IT.shape[0] steps of the batch in ``nchunks`` chunks of rows run by the thread pool in one parallel region
     (batch.step_rows: scratch once per chunk)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -58,8 +58,8 @@ def step_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axi
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     B = Q.shape[1]
     for k in prange(nchunks):
         step_rows(copy_body(m), copy_constants(fo), Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT,
@@ -72,10 +72,10 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                       link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                       q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                       drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
-                      has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
-                      limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-                      slip_eps, height, cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV,
-                      QB2, H2, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force):
+                      has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step,
+                      newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
+                      contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, Q, tau, CP, CACT, CNORM, CANC, HV, HT,
+                      MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R, out_t, out_w, out_v, out_force):
     """:func:`step_batch` on the calling thread (small batches: a pool launch costs more than the step)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -83,8 +83,8 @@ def step_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axi
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     step_rows(m, fo, Q, tau, CP, CACT, CNORM, CANC, HV, HT, MF, MD, MM, MV, QB2, H2, IT, GN, CONV, want, QD, out_R,
               out_t, out_w, out_v, out_force, 0, Q.shape[1])
 
@@ -109,9 +109,9 @@ def finish_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                  link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                  q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag,
                  chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                 contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                 cone_tol, mach_eps, mu0, q_prev, q, out_qd, out_R, out_t, out_w, out_v):
+                 has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step, newton_memory,
+                 limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+                 slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q, out_qd, out_R, out_t, out_w, out_v):
     """batch.finish_rows."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -119,8 +119,8 @@ def finish_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, a
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     finish_rows(m, fo, q_prev, q, out_qd, out_R, out_t, out_w, out_v)
 
 
@@ -130,9 +130,9 @@ def terms_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start,
                 v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                cone_tol, mach_eps, mu0, act, gear, q, qd, out_terms, nchunks):
+                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step, newton_memory,
+                limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+                slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, out_terms, nchunks):
     """The divergence guard's energy terms of the states q, qd in ``nchunks`` chunks of rows run by the thread pool
     (batch.terms_rows, as :func:`step_batch`)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -141,8 +141,8 @@ def terms_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     B = q.shape[0]
     for k in prange(nchunks):
         terms_rows(copy_body(m), copy_constants(fo), act, gear, q, qd, out_terms, k * B // nchunks, (k + 1) * B //
@@ -155,9 +155,9 @@ def terms_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, ax
                        link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                        drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
-                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
-                       limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-                       slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, out_terms):
+                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step,
+                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
+                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, out_terms):
     """:func:`terms_batch` on the calling thread."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -165,8 +165,8 @@ def terms_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, ax
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     terms_rows(m, fo, act, gear, q, qd, out_terms, 0, q.shape[0])
 
 
@@ -176,10 +176,10 @@ def guard_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                 link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start,
                 v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart,
                 spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits, has_damping,
-                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory, limit_trap,
-                contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height,
-                cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor, c_gravity,
-                safety, guard_dt, round_off, K_last, s_last, exceeded, K_out, s_out, nchunks):
+                has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step, newton_memory,
+                limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
+                slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z,
+                floor, c_gravity, safety, guard_dt, round_off, K_last, s_last, exceeded, K_out, s_out, nchunks):
     """The divergence guard after a step: the energy terms of its n states q (n, B, nq), qd (n, B, nv) and their
     checks, in ``nchunks`` chunks of rows run by the thread pool (batch.guard_rows)."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
@@ -188,8 +188,8 @@ def guard_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, ax
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     B = q.shape[1]
     for k in prange(nchunks):
         guard_rows(copy_body(m), copy_constants(fo), act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor,
@@ -203,10 +203,11 @@ def guard_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, ax
                        link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                        q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                        drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
-                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
-                       limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-                       slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v, out_terms, has_floor,
-                       mg_z, floor, c_gravity, safety, guard_dt, round_off, K_last, s_last, exceeded, K_out, s_out):
+                       has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step,
+                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
+                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, act, gear, q, qd, R, t, w, v,
+                       out_terms, has_floor, mg_z, floor, c_gravity, safety, guard_dt, round_off, K_last, s_last,
+                       exceeded, K_out, s_out):
     """:func:`guard_batch` on the calling thread."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -214,8 +215,8 @@ def guard_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, ax
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     guard_rows(m, fo, act, gear, q, qd, R, t, w, v, out_terms, has_floor, mg_z, floor, c_gravity, safety, guard_dt,
                round_off, K_last, s_last, exceeded, K_out, s_out, 0, q.shape[1])
 
@@ -226,9 +227,9 @@ def vjp_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis
               contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order, q_start, v_start, dof_link,
               lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity, drag, chart, spring, spring_rest,
               has_gravity, has_drag, has_contact, friction, has_limits, has_damping, has_armature, has_spring, exact,
-              max_iter, cone_passes, cap_applied, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k,
-              limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur,
-              tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev, out_cur, out_tau,
+              max_iter, cone_passes, cap_applied, onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol,
+              limit_k, limit_d, contact_k, contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev,
+              q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev, out_cur, out_tau,
               out_anchor, nchunks):
     """A step's backward (its vector-Jacobian product) of every row in ``nchunks`` chunks of rows run by the thread pool
     (batch.vjp_rows)."""
@@ -238,8 +239,8 @@ def vjp_batch(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     B = q_cur.shape[0]
     for k in prange(nchunks):
         vjp_rows(copy_body(m), copy_constants(fo), q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords,
@@ -252,10 +253,10 @@ def vjp_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis
                      link_dofs, vel_carrier, contact_link, contact_p0, contact_r, contact_inc, jtype, parent, order,
                      q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi, gravity,
                      drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction, has_limits,
-                     has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, newton_memory,
-                     limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d, contact_dn, mu,
-                     slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin,
-                     abar, coords, fresh, out_lam, out_prev, out_cur, out_tau, out_anchor):
+                     has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied, onset_step,
+                     newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
+                     contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0, q_prev, q_cur, tau, q_next, CP, CACT,
+                     CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev, out_cur, out_tau, out_anchor):
     """:func:`vjp_batch` on the calling thread."""
     m = BodyArrays(mass, armature, c, S, place_R, place_t, place_T, eye3, axis1, axis2, axis1_outer, axis2_outer,
                    axis1_skew, axis2_skew, has_parent, subtree, hess_weight, jac_weight_a, jac_weight_b, dof_anc,
@@ -263,7 +264,7 @@ def vjp_batch_serial(mass, armature, c, S, place_R, place_t, place_T, eye3, axis
                    q_start, v_start, dof_link, lim_on, lim_q, quat_q, quat_v, lin_q, lin_v, lim_lo, lim_hi)
     fo = StepConstants(gravity, drag, chart, spring, spring_rest, has_gravity, has_drag, has_contact, friction,
                        has_limits, has_damping, has_armature, has_spring, exact, max_iter, cone_passes, cap_applied,
-                       newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k, contact_d,
-                       contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
+                       onset_step, newton_memory, limit_trap, contact_trap, bdf2, dt, tol, limit_k, limit_d, contact_k,
+                       contact_d, contact_dn, mu, slip_eps, height, cone_tol, mach_eps, mu0)
     vjp_rows(m, fo, q_prev, q_cur, tau, q_next, CP, CACT, CNORM, CANC, gin, abar, coords, fresh, out_lam, out_prev,
              out_cur, out_tau, out_anchor, 0, q_cur.shape[0])

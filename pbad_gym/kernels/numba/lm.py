@@ -286,7 +286,7 @@ def step_row(m, fo, q_back2, q_back, q_prev, q_cur, tau, cP, cact, cnorm, canc, 
         gnorm = _measure(gs[cu], D)
     for p in range(fo.cone_passes + 1):  # Coulomb friction capped by the step's own normal force (pbad.py)
         if p > 0:
-            if not cone_refresh(m, fo, Rs[cu], ts[cu], cPr, car, cnr):
+            if not cone_refresh(m, fo, Rs[cu], ts[cu], cPr, car, cnr, canr):
                 break
             E = _energy_grad(m, fo, xs[cu], qe, qpred, ta, A, bt, Re, te, Wd, cPr, car, cnr, canr, Rs[cu], ts[cu],
                              ws[cu], vs[cu], Rj, R2, Gs[cu], fs[cu], wr, gs[cu], s33, s3)
