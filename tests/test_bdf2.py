@@ -88,15 +88,15 @@ def test_bdf2_settings_errors_name_the_argument():
         Simulator(body, 0.01, integrator="bdf3")
 
 
-def _spider_sims(num_envs=3, dt=0.005):
-    """Spider-v4's Simulator options with BDF2 on the NumPy engine and on the numba kernel."""
+def _spider_sims(num_envs=3, dt=0.005, env_id="pbad_gym/Spider-v4"):
+    """Spider-v4's (or ``env_id``'s) Simulator options with BDF2 on the NumPy engine and on the numba kernel."""
     import gymnasium
 
     import pbad_gym  # noqa: F401
 
     sims = []
     for backend in ("numpy", "numba"):
-        env = gymnasium.make_vec("pbad_gym/Spider-v4", num_envs=num_envs, vectorization_mode="vector_entry_point",
+        env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
                                  integrator="bdf2", penalty_springs="implicit", dt=dt, frame_skip=10,
                                  backend=backend)
         env.reset(seed=0)
@@ -104,8 +104,9 @@ def _spider_sims(num_envs=3, dt=0.005):
     return sims
 
 
-def test_bdf2_numba_kernel_matches_numpy_with_contact_substeps_and_a_reset_row():
-    numpy_sim, numba_sim = _spider_sims()
+@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v4", "pbad_gym/Spider-v5"])
+def test_bdf2_numba_kernel_matches_numpy_with_contact_substeps_and_a_reset_row(env_id):
+    numpy_sim, numba_sim = _spider_sims(env_id=env_id)
     assert (numpy_sim.backend, numba_sim.backend) == ("numpy", "numba")
     numba_sim.state = numpy_sim.state
     rng = np.random.default_rng(0)

@@ -35,6 +35,19 @@ def test_dropped_ball_rebounds_less_than_fifteen_percent(dt):
     assert 0.0 <= height < 0.15 * drop
 
 
+@pytest.mark.parametrize("dt", [DT, DT / 10])
+def test_oblique_landing_takes_mu_times_its_normal_impulse(dt):
+    """A ball landing mid-step while it slides: Coulomb's law makes its friction impulse μ times its normal impulse.
+    With friction only for spheres in contact at a step's start (Spider-v4's onset) the landing step's share is
+    missing, which shows the check can fail."""
+    friction, cap = checks.oblique_landing(dt)
+    assert cap > 1.0  # (the normal impulse per kg: more than the 1 m/s of the fall it stops)
+    assert friction == pytest.approx(cap, rel=0.01)
+    if dt == DT:
+        lagged, cap = checks.oblique_landing(dt, onset="lagged")
+        assert lagged < 0.9 * cap
+
+
 def test_resting_box_does_not_drift():
     assert checks.resting_drift(DT, seconds=2.0) < 1e-4
 
@@ -55,12 +68,14 @@ def test_friction_stays_inside_its_cone_along_random_actions():
     v3 = share("Spider-v3")
     assert v3 <= 0.01
     assert share("Spider-v4") <= 0.01
+    assert share("Spider-v5") <= 0.01
     assert share("Spider-v3", cone_passes=0) > 3 * v3
     assert share("Spider-v2") > 0.1
 
 
-def test_cone_excess_is_reported_in_info():
-    env = gymnasium.make_vec("pbad_gym/Spider-v3", num_envs=4, vectorization_mode="vector_entry_point")
+@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v3", "pbad_gym/Spider-v5"])
+def test_cone_excess_is_reported_in_info(env_id):
+    env = gymnasium.make_vec(env_id, num_envs=4, vectorization_mode="vector_entry_point")
     env.reset(seed=1)
     rng = np.random.default_rng(0)
     total = 0.0
@@ -73,7 +88,7 @@ def test_cone_excess_is_reported_in_info():
     assert total > 0
 
 
-@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v3", "pbad_gym/Spider-v4"])
+@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v3", "pbad_gym/Spider-v4", "pbad_gym/Spider-v5"])
 def test_resets_start_every_sphere_above_the_ground_and_push_gently(env_id):
     env = gymnasium.make_vec(env_id, num_envs=200, vectorization_mode="vector_entry_point")
     env.reset(seed=0)
@@ -125,6 +140,29 @@ def test_bad_physics_arguments_name_themselves(kwargs, name):
         gymnasium.make("pbad_gym/Spider-v3", **kwargs)
 
 
+def test_ground_contact_validates_the_friction_onset():
+    with pytest.raises(ValueError, match="friction_onset"):
+        GroundContact(friction="coulomb", friction_onset="first")
+    for bad in (dict(friction="viscous"), dict(friction="coulomb", friction_cap="lagged_spring"),
+                dict(friction="coulomb", cone_passes=0)):
+        with pytest.raises(ValueError, match="friction_onset='step' needs"):
+            GroundContact(friction_onset="step", **bad)
+    with pytest.raises(ValueError, match="friction_onset"):
+        gymnasium.make("pbad_gym/Spider-v5", friction_onset="early")
+
+
+def test_gradients_refuse_the_step_onset():
+    from pbad_gym.integrators.adjoint import check_differentiable
+
+    env = gymnasium.make_vec("pbad_gym/Spider-v5", num_envs=1, vectorization_mode="vector_entry_point",
+                             penalty_springs="implicit")
+    with pytest.raises(ValueError, match="friction_onset"):
+        check_differentiable(env.body, env.sim.model.forces)
+    env = gymnasium.make_vec("pbad_gym/Spider-v5", num_envs=1, vectorization_mode="vector_entry_point",
+                             penalty_springs="implicit", friction_onset="lagged")
+    check_differentiable(env.body, env.sim.model.forces)
+
+
 def test_ground_contact_validates_the_cap():
     with pytest.raises(ValueError, match="friction_cap"):
         GroundContact(friction="coulomb", friction_cap="spring")
@@ -134,13 +172,15 @@ def test_ground_contact_validates_the_cap():
     assert not GroundContact(friction="coulomb", friction_cap="lagged_spring").resolves_cone
 
 
-def test_numpy_and_numba_agree_on_the_applied_cap():
-    """The fixed point is the same in the NumPy engine and the kernel: 100 physics steps of Spider-v3 from one
-    reset (2 rows) under the same random actions."""
+@pytest.mark.parametrize("env_id", ["pbad_gym/Spider-v3", "pbad_gym/Spider-v5"])
+def test_numpy_and_numba_agree_on_the_applied_cap(env_id):
+    """The fixed point is the same in the NumPy engine and the kernel: 100 physics steps of Spider-v3 (the cap)
+    and Spider-v5 (the cap with the landing spheres joined: the reset's drop lands within them) from one reset
+    (2 rows) under the same random actions."""
     pytest.importorskip("numba")
     out = []
     for backend in ("numpy", "numba"):
-        env = gymnasium.make_vec("pbad_gym/Spider-v3", num_envs=2, vectorization_mode="vector_entry_point",
+        env = gymnasium.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point",
                                  backend=backend, frame_skip=50, dt=0.001)
         env.reset(seed=3)
         rng = np.random.default_rng(0)
@@ -154,6 +194,21 @@ def test_numpy_and_numba_agree_on_the_applied_cap():
     np.testing.assert_allclose(out[0][2], out[1][2], atol=1e-6)
 
 
+def test_the_step_onset_changes_the_landing():
+    """Spider-v5 and Spider-v4 differ only in the friction onset: from the same reset and actions their states part
+    once feet land (the join ran), and stay finite and close."""
+    q = {}
+    for env_id in ("pbad_gym/Spider-v4", "pbad_gym/Spider-v5"):
+        env = gymnasium.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point")
+        env.reset(seed=3)
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            env.step(rng.uniform(-1, 1, env.action_space.shape))
+        q[env_id] = np.asarray(env.sim.q).copy()
+    gap = np.abs(q["pbad_gym/Spider-v4"] - q["pbad_gym/Spider-v5"]).max()
+    assert 1e-6 < gap < 0.1
+
+
 def test_bench_energy_and_contact_write_their_csv_and_png(tmp_path):
     from pbad_gym.cli import bench_main
 
@@ -162,7 +217,7 @@ def test_bench_energy_and_contact_write_their_csv_and_png(tmp_path):
     lines = (out / "energy" / "energy.csv").read_text().splitlines()
     assert lines[0].startswith("env,dt,work_J") and lines[1].startswith("Spider-v3,0.001,")
     assert bench_main(["contact", "--quick", "--out", str(out)]) == 0
-    assert len((out / "contact" / "contact.csv").read_text().splitlines()) == 9
+    assert len((out / "contact" / "contact.csv").read_text().splitlines()) == 11
     assert (out / "energy" / "energy.png").stat().st_size > 0 and (out / "contact" / "contact.png").stat().st_size > 0
 
 

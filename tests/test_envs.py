@@ -19,7 +19,7 @@ def _actions(env, n, seed=0):
     return rng.uniform(-1, 1, (n,) + env.action_space.shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("env_id", IDS + V1_IDS + ["pbad_gym/Spider-v2"])
+@pytest.mark.parametrize("env_id", IDS + V1_IDS + ["pbad_gym/Spider-v2", "pbad_gym/Spider-v5"])
 def test_check_env_without_warnings(env_id):
     env = gym.make(env_id)
     with warnings.catch_warnings():

@@ -1,6 +1,6 @@
 """Where the actuators' work goes: an energy ledger of the penalty-contact walkers, per physics step.
 
-    pbad-bench energy [--envs Spider-v4 Spider-v3] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
+    pbad-bench energy [--envs Spider-v5 Spider-v4] [--dt 0.01 0.005 0.0025 0.001] [--rows 8] [--seconds 10]
         [--gait FILE.csv | --policy RUN_DIR] [--set KEY=VALUE ...]
 
 Each row runs ``--seconds`` of simulated time from a reset, under uniformly random actions held for one control
@@ -15,7 +15,7 @@ own terms:
 - joint damping: its force b·Δq/Δt times Δq;
 - limit damping: the clamped Kelvin-Voigt limit force minus its spring part, times Δq;
 - contact damping: the normal force the step applied minus its spring part D1·d, times the spheres' normal
-  displacement (with trapezoidal penalty springs, Spider-v4, the spring parts are those the step applied,
+  displacement (with trapezoidal penalty springs, Spider-v4 and v5, the spring parts are those the step applied,
   k·(p/4 + p_k/2 + p_{k−1}/4));
 - friction: the tangential ground force the step applied times the spheres' tangential displacement;
 - numerical dissipation, the rest: W − ΔE − (the four above). It is what the implicit step itself removes (for
@@ -43,7 +43,7 @@ CONTROL = 0.05  # [s] the walkers' control interval: actions are held this long 
 
 
 def add_arguments(p):
-    p.add_argument("--envs", nargs="+", default=["Spider-v4", "Spider-v3"], help="pbad_gym walker ids (no prefix)")
+    p.add_argument("--envs", nargs="+", default=["Spider-v5", "Spider-v4"], help="pbad_gym walker ids (no prefix)")
     p.add_argument("--dt", nargs="+", type=float, default=None,
                    help="physics steps [s] to run each env at (default: each env's own)")
     p.add_argument("--rows", type=int, default=8, help="rows (independent episodes) per run (default 8)")

@@ -5,9 +5,10 @@ files; each generation is evaluated as the rows of ONE vector env (``gymnasium.m
 
 - Walkers, open loop: action_j(t) = A_j·sin(2π f t + φ_j) with per-actuator amplitude A_j ∈ [0, 1], one
   frequency f ∈ [``--fmin``, ``--fmax``] Hz and per-actuator phase φ_j; episodes of equal simulated time
-  (``--seconds``) on pbad_gym/Spider-v4, Spider-v3, Spider-v2 and Gymnasium's Ant-v5 (when mujoco is installed).
+  (``--seconds``) on pbad_gym/Spider-v5, Spider-v4, Spider-v3, Spider-v2 and Gymnasium's Ant-v5 (when mujoco is
+  installed).
   Fitness: forward (x) displacement of the torso until the episode ends (a fall ends it early) over the whole
-  episode time: a speed in m/s. Compare the engines at a converged step in both: Spider-v4 (0.001 s) beside Ant-v5 with
+  episode time: a speed in m/s. Compare the engines at a converged step in both: Spider-v5 (0.001 s) beside Ant-v5 with
   ``--ant-timestep 0.002`` (frame_skip 25); at their default steps (Spider-v2 and Ant-v5 at 0.01 s) neither is
   converged and the ratio measures the steps' numerical damping as much as the robots.
 - Swimmers, closed loop: a linear policy a = tanh(W·obs + b) on raw observations, episodes of ``--swim-steps``
@@ -29,8 +30,8 @@ import numpy as np
 
 from .common import add_set_argument, env_settings, machine, mujoco_available, out_dir, print_table, stamp, write_csv
 
-WALKERS = (("Spider-v4", "pbad_gym/Spider-v4"), ("Spider-v3", "pbad_gym/Spider-v3"),
-           ("Spider-v2", "pbad_gym/Spider-v2"), ("Ant-v5", "Ant-v5"))
+WALKERS = (("Spider-v5", "pbad_gym/Spider-v5"), ("Spider-v4", "pbad_gym/Spider-v4"),
+           ("Spider-v3", "pbad_gym/Spider-v3"), ("Spider-v2", "pbad_gym/Spider-v2"), ("Ant-v5", "Ant-v5"))
 SWIMMERS = (("Swimmer-v1", "pbad_gym/Swimmer-v1"), ("Swimmer-v5", "Swimmer-v5"))
 
 
@@ -282,7 +283,7 @@ def run(args):
     print_table(rows, ["task", "env", "dt [s]", "steps", "sim s", "best", "re-evaluated", "unit", "wall [s]",
                        "at dt/10", "falls", "falls dt/10"], "Independent CMA-ES search")
     score = {r[1]: r[6] for r in rows}
-    for spider in ("Spider-v4", "Spider-v3", "Spider-v2"):
+    for spider in ("Spider-v5", "Spider-v4", "Spider-v3", "Spider-v2"):
         if spider in score and "Ant-v5" in score:
             ok = score[spider] >= 0.5 * score["Ant-v5"]
             print(f"target: {spider} >= 0.5 x Ant-v5 forward speed: {score[spider]:.3f} vs {score['Ant-v5']:.3f} m/s "

@@ -28,7 +28,7 @@ BATCHES = (1, 16, 64, 256, 1024)
 PAIRS = (("Swimmer", "pbad_gym/Swimmer-v0", "Swimmer-v5"), ("Spider", "pbad_gym/Spider-v0", "Ant-v5"),
          ("Swimmer-v1", "pbad_gym/Swimmer-v1", "Swimmer-v5"), ("Spider-v1", "pbad_gym/Spider-v1", "Ant-v5"),
          ("Spider-v2", "pbad_gym/Spider-v2", "Ant-v5"), ("Spider-v3", "pbad_gym/Spider-v3", "Ant-v5"),
-         ("Spider-v4", "pbad_gym/Spider-v4", "Ant-v5"),
+         ("Spider-v4", "pbad_gym/Spider-v4", "Ant-v5"), ("Spider-v5", "pbad_gym/Spider-v5", "Ant-v5"),
          ("Hopper", "pbad_gym/Hopper-v0", "Hopper-v5"), ("Walker2d", "pbad_gym/Walker2d-v0", "Walker2d-v5"),
          ("HalfCheetah", "pbad_gym/HalfCheetah-v0", "HalfCheetah-v5"), ("Ant-v0", "pbad_gym/Ant-v0", "Ant-v5"))
 SEED_PAPER_STEPS_PER_S = 20 * 1000 / 12.0  # PBAD paper: 20 swimmer trajectories x 1000 steps in 12 s per iteration
@@ -254,7 +254,7 @@ def run(args):
 # (one 0.05 s step per env step), each beside Ant-v5
 # Spider-v0 is the Spider issue 11's table measured (Δt 0.02 s, one physics step per env step); Spider-v2 is the
 # Ant-like one (five 0.01 s physics steps per env step, as Ant-v5)
-WORKLOAD_ENVS = {"Swimmer": ("pbad_gym/Swimmer-v1", "Swimmer-v5"), "Spider-v4": ("pbad_gym/Spider-v4", "Ant-v5"),
+WORKLOAD_ENVS = {"Swimmer": ("pbad_gym/Swimmer-v1", "Swimmer-v5"), "Spider-v5": ("pbad_gym/Spider-v5", "Ant-v5"),
                  "Spider-v2": ("pbad_gym/Spider-v2", "Ant-v5"),
                  "Spider-v1": ("pbad_gym/Spider-v1", "Ant-v5"), "Spider-v0": ("pbad_gym/Spider-v0", "Ant-v5")}
 
@@ -373,7 +373,7 @@ def run_workloads(args, out, threads):
                 add(f"env-steps/s {key}, {b} env{'s' if b > 1 else ''}", f"{pid.split('/')[1]} {backend}", rate, "1/s")
         if have_mj:
             add(f"env-steps/s {key}, 1 env", f"{mid} 1 env", time_mujoco(mid, 1, rate_seconds)[0], "1/s")
-        if have_mj and key in ("Swimmer", "Spider-v4"):  # per simulated second: both envs step 0.05 s
+        if have_mj and key in ("Swimmer", "Spider-v5", "Spider-v4"):  # per simulated second: both envs step 0.05 s
             n_traj = 64 if quick else 256
             add(f"env-steps/s {key}, {n_traj} envs", f"{mid} rollout {threads} thr",
                 time_rollout(mid, n_traj, 100 if quick else 1000, threads), "1/s")

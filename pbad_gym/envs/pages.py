@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 # page file name -> registered id, for the versions a user should read about (older ones keep their docstrings)
-PAGES = {"swimmer_v1.md": "pbad_gym/Swimmer-v1", "spider_v4.md": "pbad_gym/Spider-v4",
-         "spider_v3.md": "pbad_gym/Spider-v3",
+PAGES = {"swimmer_v1.md": "pbad_gym/Swimmer-v1", "spider_v5.md": "pbad_gym/Spider-v5",
+         "spider_v4.md": "pbad_gym/Spider-v4", "spider_v3.md": "pbad_gym/Spider-v3",
          "spider_v2.md": "pbad_gym/Spider-v2", "spider_v1.md": "pbad_gym/Spider-v1",
          "hopper_v0.md": "pbad_gym/Hopper-v0", "walker2d_v0.md": "pbad_gym/Walker2d-v0",
          "half_cheetah_v0.md": "pbad_gym/HalfCheetah-v0", "ant_v0.md": "pbad_gym/Ant-v0"}
