@@ -23,7 +23,7 @@ import gymnasium
 import numpy as np
 
 import pbad_gym  # noqa: F401  (registers the ids)
-from pbad_gym.bench.common import add_set_argument, env_settings
+from pbad_gym.bench.common import add_set_argument, env_settings, sem
 from pbad_gym.bench.search import gait_speed
 
 
@@ -54,11 +54,6 @@ def main(argv=None):
                   f"{path.mean():.3f} ± {sem(path):.3f} m/s path, "
                   f"directions spread {direction_spread(v):.0f} deg, {int(fell.sum())} of {args.rows} fell "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
-
-
-def sem(x):
-    """Standard error [same unit] of the mean of the samples x (n,)."""
-    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
 def direction_spread(v):

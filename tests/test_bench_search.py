@@ -37,6 +37,8 @@ def test_quick_search_runs_without_writing_files_in_the_working_directory(tmp_pa
         rows = list(csv.DictReader(fh))
     assert [r["env"] for r in rows] == ["Spider-v3", "Swimmer-v1"]
     assert all(np.isfinite(float(r["reevaluated_mean"])) for r in rows)
+    assert float(rows[0]["reevaluated_sem"]) >= 0 and float(rows[0]["sem_at_dt_over_10"]) >= 0
+    assert rows[1]["reevaluated_sem"] == ""  # (walkers only)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
 
 

@@ -46,6 +46,14 @@ def _fmt(x):
     return str(x)
 
 
+def sem(x) -> float:
+    """Standard error of the mean of the samples x (n,) (same unit; nan for fewer than two)."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
 def machine() -> str:
     """A short description of this machine for BENCHMARKS.md (no hostnames)."""
     python = f"{platform.python_implementation()} {platform.python_version()}"

@@ -18,9 +18,11 @@ files; each generation is evaluated as the rows of ONE vector env (``gymnasium.m
 The best candidate is then re-evaluated on fresh reset seeds (one vector env of ``--popsize`` rows); the table
 gives the best generation score and that re-evaluation's mean, and for the pbad_gym walker the same gait's mean
 speed at Δt/10 (the step's gait-level accuracy: the same actions at the same control times, the physics step
-divided by 10 and frame_skip multiplied by 10), with the number of re-evaluation rows that fell at either step.
-Targets printed: the Spider moves at least half as fast as Ant-v5; the linear policy swims at least 10 m in 1000
-Swimmer-v1 steps.
+divided by 10 and frame_skip multiplied by 10), with the number of re-evaluation rows that fell at either step and,
+for the walkers, each mean's standard error over its resets (an open-loop gait has no feedback on its heading, so
+its resets part within seconds: on 20 resets two means differ by up to about twice that from the sampling alone;
+``scripts/gait_dt.py --rows`` re-runs a gait on more). Targets printed: the Spider moves at least half as fast as
+Ant-v5; the linear policy swims at least 10 m in 1000 Swimmer-v1 steps.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ import time
 
 import numpy as np
 
-from .common import add_set_argument, env_settings, machine, mujoco_available, out_dir, print_table, stamp, write_csv
+from .common import (add_set_argument, env_settings, machine, mujoco_available, out_dir, print_table, sem, stamp,
+                     write_csv)
 
 WALKERS = (("Spider-v5", "pbad_gym/Spider-v5"), ("Spider-v4", "pbad_gym/Spider-v4"),
            ("Spider-v3", "pbad_gym/Spider-v3"), ("Spider-v2", "pbad_gym/Spider-v2"), ("Ant-v5", "Ant-v5"))
@@ -188,7 +191,8 @@ def _make_walker(env_id, n, args):
 
 def walk_search(env_id, args, iterations, popsize, seconds):
     """Open-loop oscillator search on walker ``env_id``: (best speed of a generation, re-evaluated mean speed
-    [m/s], dt, steps, wall seconds, history, re-evaluated mean speed at Δt/10 (pbad_gym envs; None otherwise))."""
+    [m/s], dt, steps, wall seconds, history, re-evaluated mean speed at Δt/10 (pbad_gym envs; None otherwise),
+    falls, falls at Δt/10, and the standard errors [m/s] of the two re-evaluated means)."""
     env = _make_walker(env_id, popsize, args)
     n_act = env.single_action_space.shape[0]
     dt = _dt(env)
@@ -212,10 +216,11 @@ def walk_search(env_id, args, iterations, popsize, seconds):
         env = _make_vec(env_id, popsize, **{**env_settings(args), **finer_physics(env)})
         speeds, fine_fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax,
                                        falls=True)
-        fine, fine_fell = float(np.mean(speeds)), int(fine_fell.sum())
+        fine, fine_fell, fine_sem = float(np.mean(speeds)), int(fine_fell.sum()), sem(speeds)
         env.close()
     print(f"    {env_id}: best gait {np.array2string(best_x, precision=17, max_line_width=10 ** 4)}", flush=True)
-    return best, float(np.mean(again)), dt, steps, wall, history, fine, int(fell.sum()), fine_fell
+    return (best, float(np.mean(again)), dt, steps, wall, history, fine, int(fell.sum()), fine_fell,
+            (sem(again), None if fine is None else fine_sem))
 
 
 def swim_search(env_id, args, iterations, popsize, steps):
@@ -266,22 +271,27 @@ def run(args):
     if "walk" in args.tasks:
         for name, env_id in WALKERS:
             if (env_id.startswith("pbad_gym/") or have_mj) and (args.envs is None or name in args.envs):
-                best, mean, dt, steps, wall, hist, fine, fell, fine_fell = walk_search(env_id, args, iterations,
-                                                                                        popsize, seconds)
-                rows.append(("walk open-loop", name, dt, steps, steps * dt, best, mean, "m/s", wall,
-                             "" if fine is None else fine, fell, "" if fine_fell is None else fine_fell))
+                best, mean, dt, steps, wall, hist, fine, fell, fine_fell, (se, fine_se) = walk_search(
+                    env_id, args, iterations, popsize, seconds)
+                rows.append(("walk open-loop", name, dt, steps, steps * dt, best, mean, se, "m/s", wall,
+                             "" if fine is None else fine, "" if fine is None else fine_se, fell,
+                             "" if fine_fell is None else fine_fell))
                 curves[name] = hist
     if "swim" in args.tasks:
         for name, env_id in SWIMMERS:
             if (env_id.startswith("pbad_gym/") or have_mj) and (args.envs is None or name in args.envs):
                 best, mean, dt, steps, wall, hist = swim_search(env_id, args, iterations, popsize, swim_steps)
-                rows.append(("swim linear tanh", name, dt, steps, steps * dt, best, mean, "m", wall, "", "", ""))
+                rows.append(("swim linear tanh", name, dt, steps, steps * dt, best, mean, "", "m", wall, "", "", "",
+                             ""))
                 curves[name] = hist
-    header = ["task", "env", "dt_s", "steps", "sim_seconds", "best_of_generations", "reevaluated_mean", "unit",
-              "wall_s", "reevaluated_mean_at_dt_over_10", "falls", "falls_at_dt_over_10"]
+    header = ["task", "env", "dt_s", "steps", "sim_seconds", "best_of_generations", "reevaluated_mean",
+              "reevaluated_sem", "unit", "wall_s", "reevaluated_mean_at_dt_over_10", "sem_at_dt_over_10", "falls",
+              "falls_at_dt_over_10"]
     write_csv(out / "search.csv", rows, header)
-    print_table(rows, ["task", "env", "dt [s]", "steps", "sim s", "best", "re-evaluated", "unit", "wall [s]",
-                       "at dt/10", "falls", "falls dt/10"], "Independent CMA-ES search")
+    print_table(rows, ["task", "env", "dt [s]", "steps", "sim s", "best", "re-evaluated", "± SE", "unit", "wall [s]",
+                       "at dt/10", "± SE", "falls", "falls dt/10"], "Independent CMA-ES search")
+    print("± SE: the standard error of a re-evaluated mean over its resets (open-loop gaits wander; two means closer "
+          "than about twice it are not told apart)")
     score = {r[1]: r[6] for r in rows}
     for spider in ("Spider-v5", "Spider-v4", "Spider-v3", "Spider-v2"):
         if spider in score and "Ant-v5" in score:
