@@ -297,17 +297,25 @@ def contact_state(body, kin, params, dt, prev=None):
     return ContactMemory(P, active, normal, anchor)
 
 
-def join_pushed(body, memory, P, normal, params):
+def join_pushed(body, memory, P, normal, params, dt):
     """(memory, joined (B, S) bool): with ``params.friction_onset`` "step", the spheres outside the memory's active
     set that the step pushes (applied normal force ``normal`` (B, S) [N] > 0 at centres P (B, S, 3)) made active,
-    their anchors where their centres crossed into contact on the segment from q_k's centres (memory.P) to P: where
-    the normal penalty's depth (past the step's shift) turned positive. Else (memory, None)."""
+    their anchors where their centres crossed into contact on the segment from the memory's centres (memory.P) to
+    P: where the normal penalty's depth past the shift of a step ``dt`` [s] (:func:`_normal_depth`'s) turned
+    positive. Else (memory, None)."""
     if params.friction_onset != "step":
         return memory, None
     xp = xp_of(P)
     joined = (normal > 0) & ~memory.active
     r = body.arrays(xp, P.dtype).contact_r
-    lift = params.height + r - (0.0 if memory.shift is None else memory.shift)  # the height the force starts at
+    if memory.shift is not None:
+        shift = memory.shift
+    elif params.normal_damping > 0:  # the Kelvin-Voigt form's s0 (0 where the memory's centre is clear of the ground)
+        k_d = params.normal_damping / dt
+        shift = penetration(body, memory.P, params.height) * (k_d / (params.stiffness + k_d))
+    else:
+        shift = 0.0
+    lift = params.height + r - shift  # the height the force starts at
     above, below = memory.P[..., 2] - lift, lift - P[..., 2]
     alpha = xp.clip(above / xp.maximum(above + below, 1e-300), 0.0, 1.0) * (above > 0)
     cross = memory.P + alpha[..., None] * (P - memory.P)

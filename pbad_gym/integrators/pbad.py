@@ -310,7 +310,7 @@ def solve_step_in_cone(body, data, options, x0=None, newton=None, track_system=F
     for _ in range(params.cone_passes):
         P = sphere_centres(body, forward_kinematics(body, q))
         normal = applied_normal(body, P, params, data.contact.P, data.dt, data.contact.shift)
-        joined_memory, joined = join_pushed(body, data.contact, P, normal, params)
+        joined_memory, joined = join_pushed(body, data.contact, P, normal, params, data.dt)
         redo = cone_mismatch(data.contact, normal, params.cone_tol)
         if joined is not None:
             redo = redo | xp.any(joined, axis=-1)

@@ -110,11 +110,11 @@ def cone_refresh(m, fo, R, t, cP, cact, cnorm, canc):
     n_s = m.contact_link.shape[0]
     gap = False
     for s in range(n_s):
-        n = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
         if cact[s]:
+            n = applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP)
             if abs(n - cnorm[s]) > rtol * max(n, cnorm[s]):
                 gap = True
-        elif fo.onset_step != 0 and n > 0:
+        elif fo.onset_step != 0 and applied_normal(m.contact_link, m.contact_p0, m.contact_r, fo, s, R, t, cP) > 0:
             gap = True
             _join(m, fo, s, R, t, cP, cact, canc)
     if gap:
