@@ -187,10 +187,22 @@ def test_a_modified_xml_builds_the_same_env(tmp_path):
                                            ({"dt": 0.003}, "dt"), ({"mu": -1.0}, "mu"),
                                            ({"contact_stiffness": -5.0}, "contact_stiffness"),
                                            ({"healthy_z_range": (1.0, 0.5)}, "healthy_z_range"),
-                                           ({"frame_skip": 0}, "frame_skip")])
+                                           ({"frame_skip": 0}, "frame_skip"),
+                                           ({"friction_onset": "first"}, "friction_onset")])
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises((ValueError, FileNotFoundError), match=match):
         HopperVectorEnv(**kwargs)
+
+
+def test_friction_onset_reaches_the_contact():
+    """The MJCF robots keep their v0 onset ("lagged") and take Spider-v5's on request."""
+    assert HopperVectorEnv().sim.model.forces.contact.friction_onset == "lagged"
+    env = HopperVectorEnv(num_envs=2, friction_onset="step")
+    assert env.sim.model.forces.contact.friction_onset == "step"
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(np.zeros((2, 3)))
+    assert np.all(np.isfinite(np.asarray(env.sim.q)))
 
 
 def test_ctrlrange_other_than_unit_is_refused(tmp_path):

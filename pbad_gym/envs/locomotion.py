@@ -57,9 +57,10 @@ class MJCFVectorEnv(PBADVectorEnv):
     it), forward_reward_weight, ctrl_cost_weight, reset_noise_scale, exclude_current_positions_from_observation,
     contact_stiffness, contact_damping, limit_stiffness, limit_damping (None: :func:`contact_defaults`), mu (None:
     the largest sliding friction MuJoCo would use between a contact geom and the floor), slip_velocity (0.01 m/s),
-    cone_passes (4), cone_tol (1e-3), reset_clearance (0: a noisy reset that puts a contact sphere into the ground
-    is lifted until it touches), dt (0.001 s) and frame_skip (None: control_interval / dt), and those of
-    :class:`~pbad_gym.envs.base.PBADVectorEnv`.
+    cone_passes (4), cone_tol (1e-3), friction_onset ("lagged": friction for the spheres in contact at a physics
+    step's start; "step": also for those that land within it, Spider-v5's; docs/physics.md §2.3), reset_clearance
+    (0: a noisy reset that puts a contact sphere into the ground is lifted until it touches), dt (0.001 s) and
+    frame_skip (None: control_interval / dt), and those of :class:`~pbad_gym.envs.base.PBADVectorEnv`.
     """
 
     xml_name: str = ""
@@ -71,8 +72,8 @@ class MJCFVectorEnv(PBADVectorEnv):
     def __init__(self, num_envs=1, max_episode_steps=1000, *, xml_file=None, forward_reward_weight=1.0,
                  ctrl_cost_weight=1e-3, reset_noise_scale=5e-3, exclude_current_positions_from_observation=True,
                  contact_stiffness=None, contact_damping=None, limit_stiffness=None, limit_damping=None, mu=None,
-                 slip_velocity=0.01, cone_passes=4, cone_tol=1e-3, reset_clearance=0.0, dt=0.001, frame_skip=None,
-                 **kwargs):
+                 slip_velocity=0.01, cone_passes=4, cone_tol=1e-3, friction_onset="lagged", reset_clearance=0.0,
+                 dt=0.001, frame_skip=None, **kwargs):
         self.xml_file = os.path.join(ASSETS, self.xml_name) if xml_file is None else os.fspath(xml_file)
         self.forward_reward_weight = real_number(forward_reward_weight, "forward_reward_weight")
         self.ctrl_cost_weight = real_number(ctrl_cost_weight, "ctrl_cost_weight", nonnegative=True)
@@ -96,7 +97,8 @@ class MJCFVectorEnv(PBADVectorEnv):
                             mu=real_number(mu, "mu", nonnegative=True),
                             slip_velocity=real_number(slip_velocity, "slip_velocity", positive=True),
                             normal_damping=self.physics["contact_damping"], height=ground.height,
-                            friction_cap="applied", cone_passes=cone_passes, cone_tol=cone_tol)
+                            friction_cap="applied", cone_passes=cone_passes, cone_tol=cone_tol,
+                            friction_onset=friction_onset)
         self.gear_value = self._mjcf.meta["gear"]
         dt = real_number(dt, "dt", positive=True)
         if frame_skip is None:
