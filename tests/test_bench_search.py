@@ -42,6 +42,27 @@ def test_quick_search_runs_without_writing_files_in_the_working_directory(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
 
 
+def test_reevaluation_rows_are_their_own(tmp_path, monkeypatch):
+    """--reeval-rows re-evaluates the best gait on that many fresh resets, at Δt and Δt/10."""
+    from pbad_gym.bench import search
+
+    made = []
+    real = search._make_vec
+
+    def spy(env_id, n, **kw):
+        made.append(n)
+        return real(env_id, n, **kw)
+
+    monkeypatch.setattr(search, "_make_vec", spy)
+    assert bench_main(["search", "--quick", "--no-mujoco", "--tasks", "walk", "--envs", "Spider-v5",
+                       "--reeval-rows", "3", "--out", str(tmp_path)]) == 0
+    assert made == [4, 3, 3]  # the population's env, then the re-evaluations at Δt and Δt/10
+    import pytest
+
+    with pytest.raises(SystemExit, match="--reeval-rows"):
+        bench_main(["search", "--quick", "--reeval-rows", "1", "--out", str(tmp_path)])
+
+
 def test_gait_speed_refuses_an_env_whose_time_limit_cuts_the_episode():
     """At Δt/10 an episode of the same seconds takes 10x the steps: a time limit would freeze the displacement
     early and divide it by the whole episode time (this understated every Δt/10 speed once)."""

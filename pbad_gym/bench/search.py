@@ -15,14 +15,14 @@ files; each generation is evaluated as the rows of ONE vector env (``gymnasium.m
   (1000) steps, on pbad_gym/Swimmer-v1 and Swimmer-v5. Fitness: forward displacement of ``info["x_position"]``
   (the centre of mass for pbad_gym, the head for Swimmer-v5) in m.
 
-The best candidate is then re-evaluated on fresh reset seeds (one vector env of ``--popsize`` rows); the table
-gives the best generation score and that re-evaluation's mean, and for the pbad_gym walker the same gait's mean
-speed at Δt/10 (the step's gait-level accuracy: the same actions at the same control times, the physics step
-divided by 10 and frame_skip multiplied by 10), with the number of re-evaluation rows that fell at either step and,
-for the walkers, each mean's standard error over its resets (an open-loop gait has no feedback on its heading, so
-its resets part within seconds: on 20 resets two means differ by up to about twice that from the sampling alone;
-``scripts/gait_dt.py --rows`` re-runs a gait on more). Targets printed: the Spider moves at least half as fast as
-Ant-v5; the linear policy swims at least 10 m in 1000 Swimmer-v1 steps.
+The best candidate is then re-evaluated on fresh reset seeds (one vector env of ``--reeval-rows`` rows, by default
+``--popsize``); the table gives the best generation score and that re-evaluation's mean, and for the pbad_gym
+walker the same gait's mean speed at Δt/10 (the step's gait-level accuracy: the same actions at the same control
+times, the physics step divided by 10 and frame_skip multiplied by 10), with the number of re-evaluation rows that
+fell at either step and, for the walkers, each mean's standard error over its resets (an open-loop gait has no
+feedback on its heading, so its resets part within seconds: on 20 resets two means differ by up to about twice that
+from the sampling alone; ``--reeval-rows 100`` halves that). Targets printed: the Spider moves at least half as
+fast as Ant-v5; the linear policy swims at least 10 m in 1000 Swimmer-v1 steps.
 """
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ def add_arguments(p):
     p.add_argument("--fmin", type=float, default=0.25, help="lowest gait frequency [Hz] (default 0.25)")
     p.add_argument("--fmax", type=float, default=3.0, help="highest gait frequency [Hz] (default 3)")
     p.add_argument("--sigma", type=float, default=0.3, help="initial CMA-ES step size (default 0.3)")
+    p.add_argument("--reeval-rows", type=int, default=None,
+                   help="fresh resets the best walker gait is re-evaluated on, at Δt and Δt/10 (default: --popsize; "
+                        "100 tells apart means 2x closer than 20 do)")
     p.add_argument("--seed", type=int, default=0, help="seed of CMA-ES and of the env resets (default 0)")
     p.add_argument("--tasks", nargs="+", choices=("walk", "swim"), default=["walk", "swim"],
                    help="which searches to run (default both)")
@@ -208,12 +211,16 @@ def walk_search(env_id, args, iterations, popsize, seconds):
                                        log=lambda it, h: print(f"    {env_id} generation {it + 1}: best "
                                                                f"{h[0]:.3f} m/s, mean {h[1]:.3f} m/s", flush=True))
     wall = time.perf_counter() - t0
-    best_rows = np.tile(best_x, (popsize, 1))
+    n_again = getattr(args, "reeval_rows", None) or popsize
+    if n_again != popsize:
+        env.close()
+        env = _make_walker(env_id, n_again, args)
+    best_rows = np.tile(best_x, (n_again, 1))
     again, fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax, falls=True)
     env.close()
     fine, fine_fell = None, None
     if env_id.startswith("pbad_gym/"):  # gait-level accuracy of the step: the same gait at Δt/10
-        env = _make_vec(env_id, popsize, **{**env_settings(args), **finer_physics(env)})
+        env = _make_vec(env_id, n_again, **{**env_settings(args), **finer_physics(env)})
         speeds, fine_fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax,
                                        falls=True)
         fine, fine_fell, fine_sem = float(np.mean(speeds)), int(fine_fell.sum()), sem(speeds)
@@ -261,6 +268,8 @@ def run(args):
 
     if args.iterations < 1 or args.popsize < 2 or args.seconds <= 0 or args.swim_steps < 1:
         raise SystemExit("pbad-bench search: --iterations >= 1, --popsize >= 2, --seconds > 0, --swim-steps >= 1")
+    if args.reeval_rows is not None and args.reeval_rows < 2:
+        raise SystemExit(f"pbad-bench search: --reeval-rows must be at least 2, got {args.reeval_rows}")
     iterations, popsize = (2, 4) if args.quick else (args.iterations, args.popsize)
     seconds, swim_steps = (0.5, 20) if args.quick else (args.seconds, args.swim_steps)
     out = out_dir(args.out, "search")
