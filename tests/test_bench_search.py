@@ -42,21 +42,27 @@ def test_quick_search_runs_without_writing_files_in_the_working_directory(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
 
 
-def test_reevaluation_rows_are_their_own(tmp_path, monkeypatch):
-    """--reeval-rows re-evaluates the best gait on that many fresh resets, at Δt and Δt/10."""
+def _spy_make_vec(monkeypatch):
+    """A list that records (rows, keywords) of every vector env the search makes from now on."""
     from pbad_gym.bench import search
 
     made = []
     real = search._make_vec
 
     def spy(env_id, n, **kw):
-        made.append(n)
+        made.append((n, kw))
         return real(env_id, n, **kw)
 
     monkeypatch.setattr(search, "_make_vec", spy)
+    return made
+
+
+def test_reevaluation_rows_are_their_own(tmp_path, monkeypatch):
+    """--reeval-rows re-evaluates the best gait on that many fresh resets, at Δt and Δt/10."""
+    made = _spy_make_vec(monkeypatch)
     assert bench_main(["search", "--quick", "--no-mujoco", "--tasks", "walk", "--envs", "Spider-v5",
                        "--reeval-rows", "3", "--out", str(tmp_path)]) == 0
-    assert made == [4, 3, 3]  # the population's env, then the re-evaluations at Δt and Δt/10
+    assert [n for n, _ in made] == [4, 3, 3]  # the population's env, then the re-evaluations at Δt and Δt/10
     import pytest
 
     with pytest.raises(SystemExit, match="--reeval-rows"):
@@ -85,17 +91,11 @@ def test_set_passes_keywords_to_the_walkers_and_to_their_finer_physics(monkeypat
 
     from pbad_gym.bench import search
 
-    made = []
-    real = search._make_vec
-
-    def spy(env_id, n, **kw):
-        made.append(kw)
-        return real(env_id, n, **kw)
-
-    monkeypatch.setattr(search, "_make_vec", spy)
+    record = _spy_make_vec(monkeypatch)
     args = Namespace(set=["integrator=bdf2", "penalty_springs=implicit", "dt=0.005", "frame_skip=10"], seed=0,
                      fmin=0.25, fmax=3.0, sigma=0.3, ant_timestep=None)
     search.walk_search("pbad_gym/Spider-v4", args, 1, 2, 0.1)
+    made = [kw for _, kw in record]
     assert made[0] == dict(integrator="bdf2", penalty_springs="implicit", dt=0.005, frame_skip=10)
     assert made[-1]["integrator"] == "bdf2" and made[-1]["dt"] == 0.0005 and made[-1]["frame_skip"] == 100
     import pytest
