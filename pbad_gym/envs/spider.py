@@ -582,8 +582,10 @@ def _v5_doc(v3):
     ran up to a third faster than under ten times finer physics. Here the cap's fixed point also joins every
     sphere the step's normal force pushes, anchored where it crossed into contact (``friction_onset="step"``,
     docs/physics.md §2.3), so a sliding landing takes exactly μ times its normal impulse at every Δt
-    (``pbad-bench contact``, BENCHMARKS.md "Contact physics"). Gradients through the step (pbad_gym.diff) need
-    ``friction_onset="lagged"`` and ``penalty_springs="implicit"`` (v3's).
+    (``pbad-bench contact``, BENCHMARKS.md "Contact physics"), and the walker's trajectories converge at first
+    order in Δt. Open-loop gaits searched at the default 0.001 s still move under finer physics; with ``dt=0.0005``
+    (frame_skip follows) they keep their speed at Δt/10, at 1.6x the cost. Gradients through the step
+    (pbad_gym.diff) need ``friction_onset="lagged"`` and ``penalty_springs="implicit"`` (v3's).
 
     """ + shared + """## Version history
     v5: friction from a contact's first physics step (v4: from its second). v4: trapezoidal penalty springs (v3:
