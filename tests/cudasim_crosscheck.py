@@ -121,13 +121,15 @@ def run(case):
         return _env_case("pbad_gym/Spider-v2", 4)
     if case == "spider_v4":  # trapezoidal penalty springs, the cone's fixed point; 0.005 s, where the shifts reach out
         return _env_case("pbad_gym/Spider-v4", 4, dt=0.005, frame_skip=4)
+    if case == "spider_v5":  # friction from a contact's first step: the reset's drop lands within the 0.2 s
+        return _env_case("pbad_gym/Spider-v5", 10, dt=0.005, frame_skip=4)
     if case == "spider_float32":
         return _env_case("pbad_gym/Spider-v1", 5, dtype=np.float32)
     raise KeyError(case)
 
 
 CASES = ("chain", "chain_memory", "chain_float32", "tree", "free_ball", "swimmer", "spider", "spider_v2",
-         "spider_v4", "spider_float32")
+         "spider_v4", "spider_v5", "spider_float32")
 
 if __name__ == "__main__":
     from numba.core import config

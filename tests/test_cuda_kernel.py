@@ -27,7 +27,8 @@ from pbad_gym.model import chain  # noqa: E402
 from pbad_gym.simulator import Simulator  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-F64_CASES = ("chain", "chain_memory", "tree", "free_ball", "swimmer", "spider", "spider_v2", "spider_v4")
+F64_CASES = ("chain", "chain_memory", "tree", "free_ball", "swimmer", "spider", "spider_v2", "spider_v4",
+             "spider_v5")
 F32_CASES = ("chain_float32", "spider_float32")
 
 
