@@ -218,7 +218,7 @@ def walk_search(env_id, args, iterations, popsize, seconds):
     best_rows = np.tile(best_x, (n_again, 1))
     again, fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax, falls=True)
     env.close()
-    fine, fine_fell = None, None
+    fine, fine_fell, fine_sem = None, None, None
     if env_id.startswith("pbad_gym/"):  # gait-level accuracy of the step: the same gait at Δt/10
         env = _make_vec(env_id, n_again, **{**env_settings(args), **finer_physics(env)})
         speeds, fine_fell = gait_speed(env, best_rows, steps * dt, args.seed + 10 ** 6, args.fmin, args.fmax,
@@ -227,7 +227,7 @@ def walk_search(env_id, args, iterations, popsize, seconds):
         env.close()
     print(f"    {env_id}: best gait {np.array2string(best_x, precision=17, max_line_width=10 ** 4)}", flush=True)
     return (best, float(np.mean(again)), dt, steps, wall, history, fine, int(fell.sum()), fine_fell,
-            (sem(again), None if fine is None else fine_sem))
+            (sem(again), fine_sem))
 
 
 def swim_search(env_id, args, iterations, popsize, steps):

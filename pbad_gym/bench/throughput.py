@@ -373,7 +373,7 @@ def run_workloads(args, out, threads):
                 add(f"env-steps/s {key}, {b} env{'s' if b > 1 else ''}", f"{pid.split('/')[1]} {backend}", rate, "1/s")
         if have_mj:
             add(f"env-steps/s {key}, 1 env", f"{mid} 1 env", time_mujoco(mid, 1, rate_seconds)[0], "1/s")
-        if have_mj and key in ("Swimmer", "Spider-v5", "Spider-v4"):  # per simulated second: both envs step 0.05 s
+        if have_mj and key in ("Swimmer", "Spider-v5"):  # per simulated second: both envs step 0.05 s
             n_traj = 64 if quick else 256
             add(f"env-steps/s {key}, {n_traj} envs", f"{mid} rollout {threads} thr",
                 time_rollout(mid, n_traj, 100 if quick else 1000, threads), "1/s")

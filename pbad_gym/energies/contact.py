@@ -125,10 +125,16 @@ def _normal_depth(body, P, params, P_ref, dt, shift=None):
     d = penetration(body, P, params.height)
     k = params.stiffness
     if P_ref is not None and params.normal_damping > 0:
-        k_d = params.normal_damping / dt
-        d = xp.maximum(0.0, d - penetration(body, P_ref, params.height) * (k_d / (k + k_d)))
-        k = k + k_d
+        d = xp.maximum(0.0, d - kelvin_voigt_shift(body, P_ref, params, dt))
+        k = k + params.normal_damping / dt
     return d, k
+
+
+def kelvin_voigt_shift(body, P_ref, params, dt):
+    """s0 = d_k·Dn/(D1·Δt + Dn) (B, S) [m]: the shift of the clamped Kelvin-Voigt penalty of a step ``dt`` [s] from
+    sphere centres P_ref (B, S, 3) (0 where a centre is clear of the ground)."""
+    k_d = params.normal_damping / dt
+    return penetration(body, P_ref, params.height) * (k_d / (params.stiffness + k_d))
 
 
 def normal_shift(body, P_ref, P_back, params, dt):
@@ -302,17 +308,16 @@ def join_pushed(body, memory, P, normal, params, dt):
     set that the step pushes (applied normal force ``normal`` (B, S) [N] > 0 at centres P (B, S, 3)) made active,
     their anchors where their centres crossed into contact on the segment from the memory's centres (memory.P) to
     P: where the normal penalty's depth past the shift of a step ``dt`` [s] (:func:`_normal_depth`'s) turned
-    positive. Else (memory, None)."""
-    if params.friction_onset != "step":
-        return memory, None
+    positive. With the "lagged" onset the memory as it is and no sphere joined."""
     xp = xp_of(P)
+    if params.friction_onset != "step":
+        return memory, xp.zeros(normal.shape, dtype=bool)
     joined = (normal > 0) & ~memory.active
     r = body.arrays(xp, P.dtype).contact_r
     if memory.shift is not None:
         shift = memory.shift
-    elif params.normal_damping > 0:  # the Kelvin-Voigt form's s0 (0 where the memory's centre is clear of the ground)
-        k_d = params.normal_damping / dt
-        shift = penetration(body, memory.P, params.height) * (k_d / (params.stiffness + k_d))
+    elif params.normal_damping > 0:
+        shift = kelvin_voigt_shift(body, memory.P, params, dt)
     else:
         shift = 0.0
     lift = params.height + r - shift  # the height the force starts at

@@ -534,11 +534,15 @@ class SpiderV4VectorEnv(SpiderV3VectorEnv):
     penalty_springs = "trapezoidal"
 
 
-def _v4_doc(v3):
-    """Spider-v4's docstring: its description and version history around Spider-v3's spaces, rewards, starting
-    state, episode end and arguments (the same for both)."""
+def _later_doc(v3, description, history):
+    """The docstring of a version after Spider-v3: its ``description`` and ``history`` (docstring text, indented)
+    around Spider-v3's spaces, rewards, starting state, episode end and arguments (the same for every version from
+    v3)."""
     shared = v3[v3.index("## Action space"):v3.index("## Version history")]
-    return """## Description
+    return "## Description\n" + description + "\n    " + shared + "## Version history\n" + history + "    "
+
+
+_V4_DESCRIPTION = """\
     Spider-v4: Spider-v3 (its robot, contact model, friction inside its cone, 0.001 s physics step under the 0.05 s
     control interval and clean resets) with trapezoidal penalty springs. The joint limits' and the ground's spring
     forces are averaged over the physics step as Newmark's average acceleration, k·(p/4 + p_k/2 + p_{k−1}/4),
@@ -547,16 +551,16 @@ def _v4_doc(v3):
     keeps it, so the penalties lose energy through their dampers alone. Under random actions the step's numerical
     dissipation falls from 5.5 % to 3.8 % of the actuators' work at the same cost per step (BENCHMARKS.md,
     "Contact physics"). Gradients through the step (pbad_gym.diff) need ``penalty_springs="implicit"`` (v3's).
-
-    """ + shared + """## Version history
+"""
+_V4_HISTORY = """\
     v4: trapezoidal penalty springs (v3: implicit). v3: Coulomb friction capped by the step's applied normal force,
     physics step 0.01 -> 0.001 s with frame_skip 5 -> 50, resets lifted clear of the ground. v2: Ant-v5's legs,
     damped contact and limits. v1: Ant-v5's masses, gears, armature and friction on the v0 geometry. v0: first
     version.
-    """
+"""
 
 
-SpiderV4VectorEnv.__doc__ = _v4_doc(SpiderV3VectorEnv.__doc__ or "")
+SpiderV4VectorEnv.__doc__ = _later_doc(SpiderV3VectorEnv.__doc__ or "", _V4_DESCRIPTION, _V4_HISTORY)
 
 
 class SpiderV4Env(PBADEnv):
@@ -569,11 +573,7 @@ class SpiderV5VectorEnv(SpiderV4VectorEnv):
     friction_onset = "step"
 
 
-def _v5_doc(v3):
-    """Spider-v5's docstring: its description and version history around Spider-v3's spaces, rewards, starting
-    state, episode end and arguments (the same for every version from v3)."""
-    shared = v3[v3.index("## Action space"):v3.index("## Version history")]
-    return """## Description
+_V5_DESCRIPTION = """\
     Spider-v5: Spider-v4 (its robot, friction capped by the step's applied normal force, trapezoidal penalty
     springs, 0.001 s physics step under the 0.05 s control interval and clean resets) with friction from the first
     physics step of every contact. Up to v4 a physics step gave friction only to the contact spheres already in
@@ -586,16 +586,16 @@ def _v5_doc(v3):
     order in Δt. Open-loop gaits searched at the default 0.001 s still move under finer physics; with ``dt=0.0005``
     (frame_skip follows) they keep their speed at Δt/10, at 1.6x the cost. Gradients through the step
     (pbad_gym.diff) need ``friction_onset="lagged"`` and ``penalty_springs="implicit"`` (v3's).
-
-    """ + shared + """## Version history
+"""
+_V5_HISTORY = """\
     v5: friction from a contact's first physics step (v4: from its second). v4: trapezoidal penalty springs (v3:
     implicit). v3: Coulomb friction capped by the step's applied normal force, physics step 0.01 -> 0.001 s with
     frame_skip 5 -> 50, resets lifted clear of the ground. v2: Ant-v5's legs, damped contact and limits. v1:
     Ant-v5's masses, gears, armature and friction on the v0 geometry. v0: first version.
-    """
+"""
 
 
-SpiderV5VectorEnv.__doc__ = _v5_doc(SpiderV3VectorEnv.__doc__ or "")
+SpiderV5VectorEnv.__doc__ = _later_doc(SpiderV3VectorEnv.__doc__ or "", _V5_DESCRIPTION, _V5_HISTORY)
 
 
 class SpiderV5Env(PBADEnv):

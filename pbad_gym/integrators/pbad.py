@@ -310,22 +310,14 @@ def solve_step_in_cone(body, data, options, x0=None, newton=None, track_system=F
     for _ in range(params.cone_passes):
         P = sphere_centres(body, forward_kinematics(body, q))
         normal = applied_normal(body, P, params, data.contact.P, data.dt, data.contact.shift)
-        joined_memory, joined = join_pushed(body, data.contact, P, normal, params, data.dt)
-        redo = cone_mismatch(data.contact, normal, params.cone_tol)
-        if joined is not None:
-            redo = redo | xp.any(joined, axis=-1)
-        rows = xp.nonzero(redo)[0]
+        memory, joined = join_pushed(body, data.contact, P, normal, params, data.dt)
+        # (a row where a sphere joined always re-solves, so the rows that stop keep the memory they were solved with)
+        rows = xp.nonzero(cone_mismatch(data.contact, normal, params.cone_tol) | xp.any(joined, axis=-1))[0]
         if len(rows) == 0:
             break
         capped = data.contact.normal.copy()
         capped[rows] = normal[rows]
-        memory = data.contact._replace(normal=capped)
-        if joined is not None:  # (only the re-solved rows join: a row that stops keeps the memory it was solved with)
-            take = xp.zeros(redo.shape, bool)
-            take[rows] = True
-            memory = memory._replace(active=xp.where(take[:, None], joined_memory.active, memory.active),
-                                     anchor=xp.where(take[:, None, None], joined_memory.anchor, memory.anchor))
-        data = data._replace(contact=memory)
+        data = data._replace(contact=memory._replace(normal=capped))
         q_r, res_r = solve_step(body, data.take(rows), options, x0=q[rows], track_system=track_system)
         q = q.copy()
         q[rows] = q_r

@@ -128,18 +128,16 @@ def _join(m, fo, s, R, t, cP, cact, canc):
     """Sphere s joins the active set, anchored where its centre crossed into contact between q_k's centre cP[s]
     and its centre at poses (R, t) (energies/contact.py join_pushed)."""
     l, p0 = m.contact_link[s], m.contact_p0
-    P0 = t[l, 0] + (R[l, 0, 0] * p0[s, 0] + R[l, 0, 1] * p0[s, 1] + R[l, 0, 2] * p0[s, 2])
-    P1 = t[l, 1] + (R[l, 1, 0] * p0[s, 0] + R[l, 1, 1] * p0[s, 1] + R[l, 1, 2] * p0[s, 2])
-    P2 = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
     lift = fo.height + m.contact_r[s] - cP[s, 3]
-    above, below = cP[s, 2] - lift, lift - P2
+    above = cP[s, 2] - lift
     alpha = 0.0
     if above > 0:
-        alpha = min(max(above / max(above + below, 1e-300), 0.0), 1.0)
+        pz = t[l, 2] + (R[l, 2, 0] * p0[s, 0] + R[l, 2, 1] * p0[s, 1] + R[l, 2, 2] * p0[s, 2])
+        alpha = min(max(above / max(above + (lift - pz), 1e-300), 0.0), 1.0)
     cact[s] = True
-    canc[s, 0] = cP[s, 0] + alpha * (P0 - cP[s, 0])
-    canc[s, 1] = cP[s, 1] + alpha * (P1 - cP[s, 1])
-    canc[s, 2] = cP[s, 2] + alpha * (P2 - cP[s, 2])
+    for a in range(3):
+        pa = t[l, a] + (R[l, a, 0] * p0[s, 0] + R[l, a, 1] * p0[s, 1] + R[l, a, 2] * p0[s, 2])
+        canc[s, a] = cP[s, a] + alpha * (pa - cP[s, a])
 
 
 @jitable
